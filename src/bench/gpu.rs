@@ -1,0 +1,447 @@
+//! GPU timing: the copy-bandwidth yardstick, the graph-captured seam chain (fused and unfused),
+//! eager calls, and the compressor projection against cuBLAS.
+
+use super::{BenchRow, median_spread, seam_bytes};
+use crate::cuda::{Coeffs, CudaEngine, DeviceBuffer, DeviceSeamWeights, PathChoice, SeamBuffers};
+use crate::error::{Error, Result};
+use crate::spec::Config;
+use crate::weights::SeamWeights;
+use cudarc::driver::sys;
+use half::bf16;
+use indicatif::ProgressBar;
+use rand::SeedableRng;
+use rand_distr::Distribution;
+
+/// Knobs of a GPU benchmark run.
+#[derive(Clone, Debug)]
+pub struct GpuBenchOptions {
+    /// Seams in the captured chain (40).
+    pub seams: usize,
+    /// Timing rounds (>= 5).
+    pub rounds: usize,
+    /// Replays per round (>= 20 for the fused path).
+    pub reps: usize,
+    /// Also time the unfused baseline.
+    pub baseline: bool,
+    /// Also time eager (uncaptured) calls.
+    pub eager: bool,
+    /// Seconds a configuration may spend on timed replays before replays per round are reduced
+    /// (the slow baseline at large T); never fewer than 2 per round.
+    pub budget_s: f64,
+}
+
+impl Default for GpuBenchOptions {
+    fn default() -> Self {
+        GpuBenchOptions {
+            seams: 40,
+            rounds: 5,
+            reps: 20,
+            baseline: true,
+            eager: true,
+            budget_s: 6.0,
+        }
+    }
+}
+
+/// Random bf16 values (N(0, std)) filling `len` elements: 4 Mi fresh values, tiled.
+pub fn random_bf16(len: usize, std: f32, seed: u64) -> Vec<bf16> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let d = crate::weights::normal(0.0, std);
+    let block: Vec<bf16> = (0..len.min(1 << 22))
+        .map(|_| bf16::from_f32(d.sample(&mut rng)))
+        .collect();
+    let mut v = Vec::with_capacity(len);
+    while v.len() < len {
+        let take = (len - v.len()).min(block.len());
+        v.extend_from_slice(&block[..take]);
+    }
+    v
+}
+
+struct Events {
+    pairs: Vec<(cudarc::driver::CudaEvent, cudarc::driver::CudaEvent)>,
+}
+
+impl Events {
+    fn new(e: &CudaEngine, n: usize) -> Result<Self> {
+        let ctx = e.context();
+        let mk = || ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT));
+        Ok(Events {
+            pairs: (0..n).map(|_| Ok((mk()?, mk()?))).collect::<Result<_>>()?,
+        })
+    }
+    /// Elapsed microseconds of every pair (after a sync).
+    fn micros(&self, e: &CudaEngine) -> Result<Vec<f64>> {
+        e.sync()?;
+        self.pairs
+            .iter()
+            .map(|(a, b)| Ok(a.elapsed_ms(b)? as f64 * 1e3))
+            .collect()
+    }
+}
+
+/// Times `f` (which enqueues work on the engine's stream) `n` times with events.
+fn time_each(e: &CudaEngine, n: usize, mut f: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
+    let ev = Events::new(e, n)?;
+    let stream = &e.dev.stream;
+    for (a, b) in &ev.pairs {
+        a.record(stream)?;
+        f()?;
+        b.record(stream)?;
+    }
+    ev.micros(e)
+}
+
+/// Device-to-device copy bandwidth (GB/s, bytes read + written) of a vectorized copy kernel over
+/// `bytes` (>= 1 GiB in the protocol): the median of 10 copies.
+pub fn copy_bandwidth(e: &CudaEngine, bytes: usize) -> Result<f64> {
+    let n16 = bytes / 16;
+    let src = e.upload(&random_bf16(n16 * 8, 1.0, 7))?;
+    let dst = e.zeros::<bf16>(n16 * 8)?;
+    let blocks = e.info().sm_count * 8;
+    let mut args: [u64; 3] = [src.ptr(), dst.ptr(), n16 as u64];
+    let mut ptrs: Vec<*mut std::ffi::c_void> =
+        args.iter_mut().map(|a| a as *mut u64 as *mut _).collect();
+    let mut run = || -> Result<()> {
+        // SAFETY: src/dst hold n16 16-byte vectors; the args match mhc_copy's signature.
+        unsafe {
+            e.dev
+                .launch("mhc_copy", (blocks, 1, 1), 256, 0, e.stream(), &mut ptrs)
+        }
+    };
+    run()?;
+    let mut us = time_each(e, 10, run)?;
+    let (med, _) = median_spread(&mut us);
+    Ok(2.0 * (n16 * 16) as f64 / (med * 1e-6) / 1e9)
+}
+
+/// The state of a seam chain: x, two residual/coefficient buffers (ping-pong), S weights.
+struct Chain {
+    x: DeviceBuffer<bf16>,
+    bufs: [SeamBuffers; 2],
+}
+
+impl Chain {
+    fn new(e: &CudaEngine, cfg: &Config, t: usize) -> Result<Self> {
+        let (n, h) = (cfg.n, cfg.hidden);
+        let x = e.upload(&random_bf16(t * h, 1.0, 11))?;
+        let mut a = SeamBuffers::zeros(e, cfg, t, false)?;
+        a.residual = e.upload(&random_bf16(t * n * h, 1.0, 12))?;
+        let (post, comb, pre) = crate::synth::carried(cfg, t, 13);
+        a.coeffs = Coeffs::upload(e, &post, &comb, &pre)?;
+        let b = SeamBuffers::zeros(e, cfg, t, false)?;
+        Ok(Chain { x, bufs: [a, b] })
+    }
+
+    /// Enqueues the S seams; returns the last route.
+    fn run(
+        &mut self,
+        e: &CudaEngine,
+        cfg: &Config,
+        t: usize,
+        w: &[DeviceSeamWeights],
+    ) -> Result<crate::Route> {
+        let mut route = crate::Route::default();
+        for (s, ws) in w.iter().enumerate() {
+            let (lo, hi) = self.bufs.split_at_mut(1);
+            let (src, dst) = if s % 2 == 0 {
+                (&lo[0], &mut hi[0])
+            } else {
+                (&hi[0], &mut lo[0])
+            };
+            route = e.seam(cfg, t, &self.x, &src.residual, &src.coeffs, ws, dst)?;
+        }
+        Ok(route)
+    }
+}
+
+/// Uploads S distinct seams' weights (fn streams from HBM, as in a decode step).
+pub fn chain_weights(e: &CudaEngine, cfg: &Config, seams: usize) -> Result<Vec<DeviceSeamWeights>> {
+    (0..seams)
+        .map(|s| {
+            DeviceSeamWeights::upload(
+                e,
+                cfg,
+                &SeamWeights::synthetic(cfg, 1000 + s as u64),
+                true,
+                false,
+            )
+        })
+        .collect()
+}
+
+fn gpu_row(e: &CudaEngine, cfg: &Config, t: usize, copy_gbps: f64) -> BenchRow {
+    let bytes = seam_bytes(cfg, t);
+    BenchRow {
+        backend: "cuda".into(),
+        path: String::new(),
+        mode: String::new(),
+        op: "seam".into(),
+        hidden: cfg.hidden,
+        tokens: t,
+        n: 0,
+        us_per_seam: 0.0,
+        spread: 0.0,
+        launches_per_seam: 0.0,
+        bytes_per_seam: bytes,
+        gbps: 0.0,
+        pct_of_copy_bw: 0.0,
+        copy_gbps,
+        floor_us: bytes / (copy_gbps * 1e3),
+        gpu: e.info().name.clone(),
+        driver: format!("{}", e.info().driver_version),
+        commit: super::commit(),
+        date: super::today(),
+        plan: String::new(),
+        samples: 0,
+        host_us_per_call: 0.0,
+    }
+}
+
+fn finish(mut r: BenchRow, mut us: Vec<f64>) -> BenchRow {
+    let (med, spread) = median_spread(&mut us);
+    r.samples = us.len();
+    r.us_per_seam = med;
+    r.spread = spread;
+    r.gbps = r.bytes_per_seam / (med * 1e3);
+    r.pct_of_copy_bw = 100.0 * r.gbps / r.copy_gbps;
+    r
+}
+
+/// Times the seam chain at every T: fused under a graph, fused eagerly, and the unfused baseline.
+pub fn seam_rows(
+    e: &CudaEngine,
+    cfg: &Config,
+    tokens: &[usize],
+    copy_gbps: f64,
+    o: &GpuBenchOptions,
+    bar: &ProgressBar,
+) -> Result<Vec<BenchRow>> {
+    let weights = chain_weights(e, cfg, o.seams)?;
+    let mut rows = Vec::new();
+    let paths: &[PathChoice] = if o.baseline {
+        &[PathChoice::Fused, PathChoice::Unfused]
+    } else {
+        &[PathChoice::Fused]
+    };
+    let saved = e.path();
+    for &t in tokens {
+        e.reserve(cfg, t)?;
+        let mut chain = Chain::new(e, cfg, t)?;
+        for &path in paths {
+            bar.set_message(format!("H={} T={t} {}", cfg.hidden, path.name()));
+            e.set_path(path);
+            let route = chain.run(e, cfg, t, &weights)?; // warm-up, also checks the path
+            e.sync()?;
+            let graph = e.capture(|e| chain.run(e, cfg, t, &weights).map(|_| ()))?;
+            let launches = graph.kernel_nodes()? as f64 / o.seams as f64;
+            graph.launch()?;
+            let one = time_each(e, 1, || graph.launch())?[0];
+            let reps = if one * 1e-6 * (o.rounds * o.reps) as f64 > o.budget_s {
+                ((o.budget_s / (one * 1e-6 * o.rounds as f64)) as usize).max(2)
+            } else {
+                o.reps
+            };
+            let us: Vec<f64> = time_each(e, o.rounds * reps, || graph.launch())?
+                .into_iter()
+                .map(|v| v / o.seams as f64)
+                .collect();
+            let mut r = gpu_row(e, cfg, t, copy_gbps);
+            r.path = route.path.clone();
+            r.mode = "graph".into();
+            r.launches_per_seam = launches;
+            if path == PathChoice::Fused
+                && let Some(p) = e.plan_for(crate::Op::Seam, t, cfg.hidden)?
+            {
+                r.plan = format!(
+                    "W={} warps={} tt={} grid={}x{} fn_smem={}",
+                    p.w, p.warps, p.tt, p.nrec, p.grid_y, p.fn_smem
+                );
+            }
+            rows.push(finish(r, us));
+            drop(graph);
+            if o.eager && path == PathChoice::Fused {
+                let mut host = Vec::new();
+                let us = time_each(e, o.rounds, || {
+                    let t0 = std::time::Instant::now();
+                    chain.run(e, cfg, t, &weights)?;
+                    host.push(t0.elapsed().as_secs_f64() * 1e6 / o.seams as f64);
+                    Ok(())
+                })?
+                .into_iter()
+                .map(|v| v / o.seams as f64)
+                .collect();
+                let mut r = gpu_row(e, cfg, t, copy_gbps);
+                r.path = route.path.clone();
+                r.mode = "eager".into();
+                let (h, _) = median_spread(&mut host);
+                r.host_us_per_call = h;
+                rows.push(finish(r, us));
+            }
+        }
+        bar.inc(1);
+    }
+    e.set_path(saved);
+    Ok(rows)
+}
+
+/// The compressor projection at decode shapes, ours against cuBLAS (f32 and bf16 output), each
+/// under a graph of calls that rotate over enough copies of w to stream it from HBM.
+pub fn projection_rows(
+    e: &CudaEngine,
+    ms: &[usize],
+    ks: &[usize],
+    ns: &[usize],
+    copy_gbps: f64,
+    o: &GpuBenchOptions,
+    bar: &ProgressBar,
+) -> Result<Vec<BenchRow>> {
+    let cfg = crate::Preset::V41Flash.config();
+    let blas = Blas::new(e)
+        .map_err(|err| eprintln!("cuBLAS unavailable, timing ours only: {err}"))
+        .ok();
+    let mut rows = Vec::new();
+    let mmax = ms.iter().copied().max().unwrap_or(1);
+    for &k in ks {
+        for &n in ns {
+            let wbytes = n * k * 2;
+            let copies = (256usize << 20).div_ceil(wbytes).max(2);
+            let ws: Vec<DeviceBuffer<bf16>> = (0..copies)
+                .map(|i| e.upload(&random_bf16(n * k, 0.02, 100 + i as u64)))
+                .collect::<Result<_>>()?;
+            let a = e.upload(&random_bf16(mmax * k, 1.0, 99))?;
+            let y = e.zeros::<f32>(mmax * n)?;
+            let yb = e.zeros::<bf16>(mmax * n)?;
+            let wp: Vec<u64> = ws.iter().map(|w| w.ptr()).collect();
+            let (ap, yp, ybp) = (a.ptr(), y.ptr(), yb.ptr());
+            for &m in ms {
+                bar.set_message(format!("projection M={m} K={k} N={n}"));
+                let bytes = (n * k * 2 + m * k * 2 + m * n * 4) as f64;
+                let wp = &wp;
+                let cfg = &cfg;
+                let mut variants: Vec<(&str, Variant<'_>)> = Vec::new();
+                variants.push((
+                    "fused",
+                    Box::new(move |i: usize| -> Result<()> {
+                        let call = crate::cuda::RawCall {
+                            op: crate::Op::Projection,
+                            t: m,
+                            io: Default::default(),
+                            w: Default::default(),
+                            proj: crate::cuda::RawProjection {
+                                a: ap,
+                                w: wp[i],
+                                y: yp,
+                                m,
+                                n,
+                                k,
+                            },
+                        };
+                        // SAFETY: buffers hold m*k, n*k and m*n elements.
+                        unsafe { e.launch_raw(cfg, &call, e.stream()) }.map(|_| ())
+                    }),
+                ));
+                if let Some(b) = &blas {
+                    variants.push((
+                        "cublas-f32",
+                        Box::new(move |i: usize| b.gemm(ap, wp[i], yp, m, n, k, false)),
+                    ));
+                    variants.push((
+                        "cublas-bf16",
+                        Box::new(move |i: usize| b.gemm(ap, wp[i], ybp, m, n, k, true)),
+                    ));
+                }
+                for (name, f) in variants.iter_mut() {
+                    f(0)?; // warm-up (cuBLAS picks its kernel and workspace outside the capture)
+                    e.sync()?;
+                    let graph = e.capture(|_| (0..copies).try_for_each(f))?;
+                    let launches = graph.kernel_nodes()? as f64 / copies as f64;
+                    graph.launch()?;
+                    let us: Vec<f64> = time_each(e, o.rounds * o.reps, || graph.launch())?
+                        .into_iter()
+                        .map(|v| v / copies as f64)
+                        .collect();
+                    let mut r = gpu_row(e, cfg, m, copy_gbps);
+                    r.op = "projection".into();
+                    r.path = name.to_string();
+                    r.mode = "graph".into();
+                    r.hidden = k;
+                    r.n = n;
+                    r.bytes_per_seam = bytes;
+                    r.floor_us = bytes / (copy_gbps * 1e3);
+                    r.launches_per_seam = launches;
+                    rows.push(finish(r, us));
+                }
+                bar.inc(1);
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// One timed projection implementation: enqueues a call on copy `i` of w.
+type Variant<'a> = Box<dyn FnMut(usize) -> Result<()> + 'a>;
+
+/// cuBLAS GEMM for the projection comparison.
+struct Blas {
+    handle: cudarc::cublas::CudaBlas,
+}
+
+impl Blas {
+    fn new(e: &CudaEngine) -> Result<Self> {
+        // SAFETY: only tries to dlopen libcublas.
+        if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+            return Err(Error::Cuda("libcublas not found".into()));
+        }
+        let handle = cudarc::cublas::CudaBlas::new(e.dev.stream.clone())
+            .map_err(|err| Error::Cuda(format!("cublasCreate: {err:?}")))?;
+        Ok(Blas { handle })
+    }
+
+    /// y [m,n] = a [m,k] . w [n,k]^T, i.e. column-major y^T = w^T(as op T) . a.
+    #[allow(clippy::too_many_arguments)]
+    fn gemm(
+        &self,
+        a: u64,
+        w: u64,
+        y: u64,
+        m: usize,
+        n: usize,
+        k: usize,
+        bf16_out: bool,
+    ) -> Result<()> {
+        use cudarc::cublas::sys as cs;
+        let alpha = 1.0f32;
+        let beta = 0.0f32;
+        // SAFETY: pointers hold the sizes above; scalars are host f32 for a 32F compute type.
+        unsafe {
+            cs::cublasGemmEx(
+                *self.handle.handle(),
+                cs::cublasOperation_t::CUBLAS_OP_T,
+                cs::cublasOperation_t::CUBLAS_OP_N,
+                n as i32,
+                m as i32,
+                k as i32,
+                &alpha as *const f32 as *const _,
+                w as *const _,
+                cs::cudaDataType::CUDA_R_16BF,
+                k as i32,
+                a as *const _,
+                cs::cudaDataType::CUDA_R_16BF,
+                k as i32,
+                &beta as *const f32 as *const _,
+                y as *mut _,
+                if bf16_out {
+                    cs::cudaDataType::CUDA_R_16BF
+                } else {
+                    cs::cudaDataType::CUDA_R_32F
+                },
+                n as i32,
+                cs::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                cs::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }
+        .result()
+        .map_err(|err| Error::Cuda(format!("cublasGemmEx: {err:?}")))
+    }
+}

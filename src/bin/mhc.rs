@@ -1,0 +1,684 @@
+//! `mhc`: check, run, inspect and benchmark the mHC seams. A thin layer over the library.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use mhc::check::{self, Case, CaseReport};
+use mhc::cuda::{self, CudaEngine, PathChoice};
+use mhc::ops::{self, Backend, CpuBackend, Op};
+use mhc::spec::{Config, Preset};
+use mhc::{Error, Result};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "mhc",
+    version,
+    about = "mHC seams of DeepSeek-V4-family models: exact CPU reference and fused CUDA kernels"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Check every op at several T against the f64 oracle and the f32 reference (default command).
+    Check(CheckArgs),
+    /// Run one op on tensors from a safetensors file and write its outputs.
+    Run(RunArgs),
+    /// List the mHC tensors of a checkpoint and check them against a preset.
+    Inspect(InspectArgs),
+    /// Time the seam (or the compressor projection) across T.
+    Bench(BenchArgs),
+    /// Write random inputs for an op (realistic scale) to a safetensors file, for `mhc run`.
+    Sample(SampleArgs),
+    /// Compile every kernel with NVRTC and print registers and spills (fails on a spill).
+    Kernels(KernelsArgs),
+    /// Show the GPU, driver and NVRTC this machine has.
+    Info,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum BackendChoice {
+    /// CUDA when a GPU is found, CPU otherwise.
+    Auto,
+    /// The CPU reference.
+    Cpu,
+    /// The CUDA engine (fails clearly without a GPU).
+    Cuda,
+}
+
+#[derive(Args, Clone)]
+struct ModelArgs {
+    /// Model presets (repeatable); default: all three for check, v4.1-flash otherwise.
+    #[arg(long = "preset", value_enum)]
+    presets: Vec<Preset>,
+    /// Hidden sizes instead of presets' (repeatable; other constants from the first preset).
+    #[arg(long = "hidden")]
+    hiddens: Vec<usize>,
+    /// Override hc_eps.
+    #[arg(long)]
+    hc_eps: Option<f32>,
+    /// Override rms_eps.
+    #[arg(long)]
+    rms_eps: Option<f32>,
+    /// Override norm_eps.
+    #[arg(long)]
+    norm_eps: Option<f32>,
+    /// Override the Sinkhorn iterations.
+    #[arg(long)]
+    sinkhorn_iters: Option<usize>,
+    /// Override post_mult.
+    #[arg(long)]
+    post_mult: Option<f32>,
+    /// Streams n where the tensors do not say (expand).
+    #[arg(long)]
+    streams: Option<usize>,
+}
+
+impl ModelArgs {
+    fn configs(&self, default: &[Preset]) -> Vec<Config> {
+        let presets = if self.presets.is_empty() {
+            default.to_vec()
+        } else {
+            self.presets.clone()
+        };
+        let mut cfgs: Vec<Config> = if self.hiddens.is_empty() {
+            presets.iter().map(|p| p.config()).collect()
+        } else {
+            self.hiddens
+                .iter()
+                .map(|h| presets[0].config().with_hidden(*h))
+                .collect()
+        };
+        for c in &mut cfgs {
+            if let Some(v) = self.hc_eps {
+                c.hc_eps = v;
+            }
+            if let Some(v) = self.rms_eps {
+                c.rms_eps = v;
+            }
+            if let Some(v) = self.norm_eps {
+                c.norm_eps = v;
+            }
+            if let Some(v) = self.sinkhorn_iters {
+                c.sinkhorn_iters = v;
+            }
+            if let Some(v) = self.post_mult {
+                c.post_mult = v;
+            }
+            if let Some(v) = self.streams {
+                c.n = v;
+            }
+        }
+        cfgs
+    }
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    /// Backend to check.
+    #[arg(long, value_enum, default_value = "auto")]
+    backend: BackendChoice,
+    /// Force a GPU path (auto, fused, unfused, cpu); default MHC_PATH or auto.
+    #[arg(long, value_enum)]
+    path: Option<PathChoice>,
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Token counts (comma-separated); default 1,3,17,128 on the CPU, more on the GPU.
+    #[arg(long, value_delimiter = ',')]
+    tokens: Vec<usize>,
+    /// Only these ops (comma-separated).
+    #[arg(long, value_delimiter = ',', value_enum)]
+    ops: Vec<Op>,
+    /// Seed of the random inputs (default: fresh, or MHC_SEED).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Write every case's metrics as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The op (SPEC section 5 name; `post` = post_map).
+    #[arg(long, value_enum)]
+    op: Op,
+    /// Input tensors (SPEC section 9 names).
+    #[arg(long)]
+    input: PathBuf,
+    /// Where to write the outputs.
+    #[arg(long)]
+    output: PathBuf,
+    /// Also emit the layer input as MXFP8.
+    #[arg(long)]
+    fp8: bool,
+    #[arg(long, value_enum, default_value = "auto")]
+    backend: BackendChoice,
+    /// Force a GPU path.
+    #[arg(long, value_enum)]
+    path: Option<PathChoice>,
+    #[command(flatten)]
+    model: ModelArgs,
+}
+
+#[derive(Args)]
+struct InspectArgs {
+    /// A safetensors file, a checkpoint directory, or its model.safetensors.index.json.
+    checkpoint: PathBuf,
+    /// The preset to check shapes against (default: guessed from the hidden size).
+    #[arg(long, value_enum)]
+    preset: Option<Preset>,
+    /// Write the listing as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum BenchOp {
+    Seam,
+    Projection,
+    All,
+}
+
+#[derive(Args)]
+struct BenchArgs {
+    #[arg(long, value_enum, default_value = "auto")]
+    backend: BackendChoice,
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Token counts (default: 1,4,16,64,128,512,2048,8192,16384 on the GPU; up to 2048 on the CPU).
+    #[arg(long, value_delimiter = ',')]
+    tokens: Vec<usize>,
+    /// What to time.
+    #[arg(long, value_enum, default_value = "seam")]
+    op: BenchOp,
+    /// Seams in the captured chain.
+    #[arg(long, default_value_t = 40)]
+    seams: usize,
+    /// Timing rounds.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Replays per round.
+    #[arg(long, default_value_t = 20)]
+    reps: usize,
+    /// Skip the unfused baseline.
+    #[arg(long)]
+    no_baseline: bool,
+    /// Skip eager (uncaptured) timing.
+    #[arg(long)]
+    no_eager: bool,
+    /// Write the rows as JSON.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write the plot to STEM.svg and STEM.png.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct SampleArgs {
+    #[arg(long, value_enum)]
+    op: Op,
+    #[arg(long, default_value_t = 4)]
+    tokens: usize,
+    /// Include a norm_weight.
+    #[arg(long)]
+    norm: bool,
+    #[arg(long)]
+    output: PathBuf,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[command(flatten)]
+    model: ModelArgs,
+}
+
+#[derive(Args)]
+struct KernelsArgs {
+    /// Target architecture.
+    #[arg(long, default_value = "sm_90")]
+    arch: String,
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let cmd = cli.cmd.unwrap_or(Cmd::Check(CheckArgs {
+        backend: BackendChoice::Auto,
+        path: None,
+        model: ModelArgs {
+            presets: vec![],
+            hiddens: vec![],
+            hc_eps: None,
+            rms_eps: None,
+            norm_eps: None,
+            sinkhorn_iters: None,
+            post_mult: None,
+            streams: None,
+        },
+        tokens: vec![],
+        ops: vec![],
+        seed: None,
+        json: None,
+    }));
+    let r = match cmd {
+        Cmd::Check(a) => cmd_check(a),
+        Cmd::Run(a) => cmd_run(a).map(|_| true),
+        Cmd::Inspect(a) => cmd_inspect(a),
+        Cmd::Bench(a) => cmd_bench(a).map(|_| true),
+        Cmd::Sample(a) => cmd_sample(a).map(|_| true),
+        Cmd::Kernels(a) => cmd_kernels(a),
+        Cmd::Info => cmd_info().map(|_| true),
+    };
+    match r {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The backend a command runs on, and a description of it.
+fn backend(choice: BackendChoice, path: Option<PathChoice>) -> Result<(Box<dyn Backend>, String)> {
+    let gpu = || -> Result<(Box<dyn Backend>, String)> {
+        let e = CudaEngine::from_env()?;
+        if let Some(p) = path {
+            e.set_path(p);
+        }
+        let d = format!(
+            "cuda: {} ({}, driver {}, {} kernel modules from cache)",
+            e.info().name,
+            e.info().arch,
+            e.info().driver_version,
+            e.cached_modules()
+        );
+        Ok((Box::new(e), d))
+    };
+    match choice {
+        BackendChoice::Cpu => Ok((Box::new(CpuBackend), "cpu: the reference".into())),
+        BackendChoice::Cuda => gpu(),
+        BackendChoice::Auto => match cuda::probe(0) {
+            Ok(_) => gpu(),
+            Err(why) => Ok((
+                Box::new(CpuBackend),
+                format!("cpu: the reference (no GPU: {why})"),
+            )),
+        },
+    }
+}
+
+fn bar(len: u64) -> ProgressBar {
+    let b = ProgressBar::new(len);
+    if let Ok(s) = ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {msg}") {
+        b.set_style(s);
+    }
+    b
+}
+
+fn cmd_check(a: CheckArgs) -> Result<bool> {
+    let (be, desc) = backend(a.backend, a.path)?;
+    println!("backend {desc}");
+    let gpu = be.name() == "cuda";
+    let tokens = if !a.tokens.is_empty() {
+        a.tokens.clone()
+    } else if gpu {
+        vec![1, 2, 3, 7, 16, 33, 128, 1000]
+    } else {
+        vec![1, 3, 17, 128]
+    };
+    let seed = a.seed.unwrap_or_else(check::fresh_seed);
+    println!("seed {seed} (reproduce with --seed {seed})");
+    let cfgs = a.model.configs(&Preset::ALL);
+    let mut cases: Vec<(Config, Case)> = Vec::new();
+    for cfg in &cfgs {
+        for c in check::standard_cases(&tokens) {
+            if a.ops.is_empty() || a.ops.contains(&c.op) {
+                cases.push((cfg.clone(), c));
+            }
+        }
+    }
+    let pb = bar(cases.len() as u64);
+    let mut reports: Vec<CaseReport> = Vec::new();
+    let mut errors = 0;
+    for (i, (cfg, c)) in cases.iter().enumerate() {
+        pb.set_message(format!("H={} {} T={}", cfg.hidden, c.op, c.t));
+        match check::run_case(be.as_ref(), cfg, *c, seed.wrapping_add(i as u64)) {
+            Ok(r) => reports.push(r),
+            Err(e) => {
+                pb.suspend(|| eprintln!("H={} {} T={}: error: {e}", cfg.hidden, c.op, c.t));
+                errors += 1;
+            }
+        }
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    println!(
+        "{:<6} {:<12} {:>6} {:>5} {:>4} {:<8} {:<34} {:>11} {:>9}  result",
+        "H", "op", "T", "norm", "fp8", "path", "worst metric", "value", "bound"
+    );
+    let mut fails = 0;
+    for r in &reports {
+        let w = r.worst();
+        let pass = r.pass();
+        fails += usize::from(!pass);
+        println!(
+            "{:<6} {:<12} {:>6} {:>5} {:>4} {:<8} {:<34} {:>11.3e} {:>9.1e}  {}",
+            r.h,
+            r.op.name(),
+            r.t,
+            if r.norm { "yes" } else { "no" },
+            if r.fp8 { "yes" } else { "no" },
+            r.route.path,
+            w.map(|m| m.name.as_str()).unwrap_or("-"),
+            w.map(|m| m.value).unwrap_or(0.0),
+            w.map(|m| m.bound).unwrap_or(0.0),
+            if pass { "pass" } else { "FAIL" }
+        );
+        if !pass {
+            for m in r.metrics.iter().filter(|m| !m.pass) {
+                println!(
+                    "        {}: {} (bound {}) {}",
+                    m.name, m.value, m.bound, m.detail
+                );
+            }
+        }
+    }
+    if let Some(p) = &a.json {
+        let s =
+            serde_json::to_string_pretty(&reports).map_err(|e| Error::Invalid(e.to_string()))?;
+        std::fs::write(p, s).map_err(|source| Error::Io {
+            path: p.clone(),
+            source,
+        })?;
+    }
+    println!(
+        "{} cases: {} passed, {} failed, {} errors",
+        cases.len(),
+        reports.len() - fails,
+        fails,
+        errors
+    );
+    Ok(fails == 0 && errors == 0)
+}
+
+fn cmd_run(a: RunArgs) -> Result<()> {
+    let (be, desc) = backend(a.backend, a.path)?;
+    let cfg = a.model.configs(&[Preset::V41Flash]).remove(0);
+    let inputs = mhc::tensor::read_safetensors(&a.input)?;
+    let (outputs, route) = ops::run_map(be.as_ref(), a.op, &cfg, &inputs, a.fp8)?;
+    mhc::tensor::write_safetensors(&a.output, &outputs)?;
+    eprintln!("backend {desc}");
+    eprintln!("route {route}");
+    for (name, t) in &outputs {
+        eprintln!("wrote {name} {:?} {}", t.shape, t.dtype());
+    }
+    Ok(())
+}
+
+fn stats(v: &[f32]) -> (f32, f32, f32, f32) {
+    let n = v.len().max(1) as f64;
+    let mean = v.iter().map(|x| *x as f64).sum::<f64>() / n;
+    let var = v.iter().map(|x| (*x as f64 - mean).powi(2)).sum::<f64>() / n;
+    let (mn, mx) = v
+        .iter()
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), x| {
+            (a.min(*x), b.max(*x))
+        });
+    (mn, mx, mean as f32, var.sqrt() as f32)
+}
+
+fn cmd_inspect(a: InspectArgs) -> Result<bool> {
+    let ck = mhc::weights::Checkpoint::open(&a.checkpoint)?;
+    let names: Vec<String> = ck
+        .names()
+        .filter(|n| n.contains("hc_") || n.ends_with("norm.weight"))
+        .map(|s| s.to_string())
+        .collect();
+    let preset = match a.preset {
+        Some(p) => p,
+        None => {
+            // Guess from an attention norm weight's length.
+            let h = names
+                .iter()
+                .find(|n| n.ends_with("attn_norm.weight"))
+                .and_then(|n| ck.tensor(n).ok().and_then(|t| t.shape.first().copied()));
+            h.and_then(Preset::for_hidden).ok_or_else(|| {
+                Error::Invalid("cannot guess the preset from the checkpoint; pass --preset".into())
+            })?
+        }
+    };
+    let mut cfg = preset.config();
+    let layers = ck.layer_count();
+    println!(
+        "{}: {} mHC tensors, {} layers with mHC weights; checking against {} (H={}, n={}, {} layers)",
+        a.checkpoint.display(),
+        names.len(),
+        layers,
+        preset.name(),
+        cfg.hidden,
+        cfg.n,
+        cfg.layers
+    );
+    println!(
+        "{:<34} {:<6} {:<16} {:>11} {:>11} {:>11} {:>11}",
+        "tensor", "dtype", "shape", "min", "max", "mean", "std"
+    );
+    let mut rows = Vec::new();
+    for n in &names {
+        let t = ck.tensor(n)?;
+        let ht = mhc::tensor::HostTensor::from_view(n, t.dtype, t.shape, t.bytes)?;
+        let v = ht.to_f32_lossless(n).unwrap_or_default();
+        let (mn, mx, mean, std) = stats(&v);
+        println!(
+            "{:<34} {:<6} {:<16} {:>11.4e} {:>11.4e} {:>11.4e} {:>11.4e}",
+            n,
+            ht.dtype().to_string(),
+            format!("{:?}", t.shape),
+            mn,
+            mx,
+            mean,
+            std
+        );
+        rows.push(
+            serde_json::json!({"name": n, "dtype": ht.dtype().to_string(), "shape": t.shape,
+            "min": mn, "max": mx, "mean": mean, "std": std}),
+        );
+    }
+    // Load every seam the checkpoint has against the preset: shapes and dtypes are checked there.
+    cfg.layers = layers;
+    let mut ok = layers > 0;
+    let mut problems = Vec::new();
+    if layers == 0 {
+        problems.push("no layers.{i}.hc_attn_fn tensor found".to_string());
+    }
+    for i in 0..layers {
+        for kind in [mhc::weights::SeamKind::Attn, mhc::weights::SeamKind::Ffn] {
+            if let Err(e) = ck.seam(&cfg, i, kind) {
+                ok = false;
+                problems.push(e.to_string());
+            }
+        }
+    }
+    if ck.names().any(|n| n == "hc_head_fn")
+        && let Err(e) = ck.head(&cfg)
+    {
+        ok = false;
+        problems.push(e.to_string());
+    }
+    for p in &problems {
+        println!("problem: {p}");
+    }
+    println!(
+        "{}",
+        if ok {
+            "all mHC tensors match the preset"
+        } else {
+            "MISMATCH"
+        }
+    );
+    if let Some(p) = &a.json {
+        let s = serde_json::json!({"preset": preset.name(), "layers": layers, "tensors": rows, "problems": problems});
+        std::fs::write(p, s.to_string()).map_err(|source| Error::Io {
+            path: p.clone(),
+            source,
+        })?;
+    }
+    Ok(ok)
+}
+
+fn cmd_bench(a: BenchArgs) -> Result<()> {
+    let (be, desc) = backend(a.backend, None)?;
+    println!("backend {desc}");
+    let cfgs = a.model.configs(&[Preset::V41Flash]);
+    let mut rows = Vec::new();
+    if be.name() == "cuda" {
+        let e = CudaEngine::from_env()?;
+        let o = mhc::bench::gpu::GpuBenchOptions {
+            seams: a.seams,
+            rounds: a.rounds,
+            reps: a.reps,
+            baseline: !a.no_baseline,
+            eager: !a.no_eager,
+            ..Default::default()
+        };
+        let copy = mhc::bench::gpu::copy_bandwidth(&e, 1 << 30)?;
+        println!("copy bandwidth {copy:.0} GB/s (1 GiB, read + write)");
+        let tokens = if a.tokens.is_empty() {
+            mhc::bench::TOKENS.to_vec()
+        } else {
+            a.tokens.clone()
+        };
+        if a.op != BenchOp::Projection {
+            let pb = bar((tokens.len() * cfgs.len()) as u64);
+            for cfg in &cfgs {
+                rows.extend(mhc::bench::gpu::seam_rows(&e, cfg, &tokens, copy, &o, &pb)?);
+            }
+            pb.finish_and_clear();
+        }
+        if a.op != BenchOp::Seam {
+            let (ms, ks, ns) = ([1, 2, 4, 8, 16], [4096, 5120, 7168], [1024, 2048, 2560]);
+            let pb = bar((ms.len() * ks.len() * ns.len()) as u64);
+            rows.extend(mhc::bench::gpu::projection_rows(
+                &e, &ms, &ks, &ns, copy, &o, &pb,
+            )?);
+            pb.finish_and_clear();
+        }
+    } else {
+        let tokens = if a.tokens.is_empty() {
+            vec![1, 4, 16, 64, 128, 512, 2048]
+        } else {
+            a.tokens.clone()
+        };
+        let pb = bar((tokens.len() * cfgs.len()) as u64);
+        for cfg in &cfgs {
+            rows.extend(mhc::bench::cpu::seam_rows(cfg, &tokens, 5, &pb)?);
+        }
+        pb.finish_and_clear();
+    }
+    mhc::bench::print_table(&rows);
+    if let Some(p) = &a.json {
+        let s = serde_json::to_string_pretty(&rows).map_err(|e| Error::Invalid(e.to_string()))?;
+        std::fs::write(p, s).map_err(|source| Error::Io {
+            path: p.clone(),
+            source,
+        })?;
+    }
+    if let Some(stem) = &a.plot {
+        mhc::bench::plot::write(&rows, stem)?;
+    }
+    Ok(())
+}
+
+fn cmd_sample(a: SampleArgs) -> Result<()> {
+    let cfg = a.model.configs(&[Preset::V41Flash]).remove(0);
+    let spec = mhc::synth::InputSpec {
+        op: a.op,
+        t: a.tokens,
+        norm: a.norm || a.op == Op::Rmsnorm,
+        proj_nk: (1024, cfg.hidden),
+    };
+    let m = mhc::synth::inputs(&cfg, &spec, a.seed);
+    mhc::tensor::write_safetensors(&a.output, &m)?;
+    for (name, t) in &m {
+        eprintln!("wrote {name} {:?} {}", t.shape, t.dtype());
+    }
+    Ok(())
+}
+
+fn cmd_kernels(a: KernelsArgs) -> Result<bool> {
+    let v = cuda::nvrtc::version()?;
+    println!("NVRTC {}.{}, target {}", v.0, v.1, a.arch);
+    println!(
+        "{:<18} {:>5} {:>6} {:>8} {:>8} {:>7}",
+        "kernel", "regs", "stack", "spill st", "spill ld", "smem"
+    );
+    let mut ok = true;
+    let mut all = Vec::new();
+    for m in cuda::kernels::ALL {
+        let c = cuda::nvrtc::compile(&m, &a.arch)?;
+        let rep = cuda::nvrtc::parse_report(&c.log);
+        for f in m.functions {
+            match rep.iter().find(|r| r.name == *f) {
+                Some(r) => {
+                    let spill = r.spill_stores + r.spill_loads > 0;
+                    ok &= !spill;
+                    println!(
+                        "{:<18} {:>5} {:>6} {:>8} {:>8} {:>7}{}",
+                        r.name,
+                        r.registers,
+                        r.stack,
+                        r.spill_stores,
+                        r.spill_loads,
+                        r.smem,
+                        if spill { "  SPILL" } else { "" }
+                    );
+                    all.push(r.clone());
+                }
+                None => {
+                    ok = false;
+                    println!("{f:<18} no ptxas report");
+                }
+            }
+        }
+    }
+    if let Some(p) = &a.json {
+        let s = serde_json::to_string_pretty(&all).map_err(|e| Error::Invalid(e.to_string()))?;
+        std::fs::write(p, s).map_err(|source| Error::Io {
+            path: p.clone(),
+            source,
+        })?;
+    }
+    println!(
+        "{}",
+        if ok {
+            "all kernels compile without spills"
+        } else {
+            "FAILED"
+        }
+    );
+    Ok(ok)
+}
+
+fn cmd_info() -> Result<()> {
+    match cuda::nvrtc::version() {
+        Ok(v) => println!("NVRTC {}.{}", v.0, v.1),
+        Err(e) => println!("NVRTC: {e}"),
+    }
+    match cuda::probe(0) {
+        Ok(d) => println!(
+            "GPU {} ({}), {} SMs, {} MiB, driver {}",
+            d.name,
+            d.arch,
+            d.sm_count,
+            d.total_mem >> 20,
+            d.driver_version
+        ),
+        Err(e) => println!("GPU: {e}"),
+    }
+    println!("CPU threads {}", rayon::current_num_threads());
+    Ok(())
+}

@@ -1,0 +1,317 @@
+//! The GPU: probing it without panicking, the context and stream, the compiled modules, and a
+//! small typed device buffer.
+
+use super::kernels;
+use super::nvrtc;
+use crate::error::{Error, Result};
+use cudarc::driver::sys::{self, CUdeviceptr, CUstream};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DriverError, result};
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+impl From<DriverError> for Error {
+    fn from(e: DriverError) -> Self {
+        Error::Cuda(format!("{e:?}"))
+    }
+}
+
+/// What a GPU is.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct DeviceInfo {
+    /// Marketing name (`NVIDIA H200`).
+    pub name: String,
+    /// Device ordinal.
+    pub ordinal: usize,
+    /// Compute capability.
+    pub cc: (i32, i32),
+    /// NVRTC architecture (`sm_90`).
+    pub arch: String,
+    /// Streaming multiprocessors.
+    pub sm_count: u32,
+    /// L2 cache bytes.
+    pub l2_bytes: u32,
+    /// Largest opt-in shared memory per block.
+    pub max_smem_optin: u32,
+    /// Driver API version (e.g. 13000).
+    pub driver_version: i32,
+    /// Device memory in bytes.
+    pub total_mem: usize,
+}
+
+/// Finds the GPU at `ordinal` (or returns why there is none). Never panics: the CUDA driver
+/// library is looked up before any call into it.
+pub fn probe(ordinal: usize) -> Result<DeviceInfo> {
+    // SAFETY: only tries to dlopen libcuda.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(Error::NoGpu(
+            "the CUDA driver library (libcuda.so) is not installed".into(),
+        ));
+    }
+    result::init().map_err(|e| Error::NoGpu(format!("cuInit failed: {e:?}")))?;
+    let count = result::device::get_count().map_err(|e| Error::NoGpu(format!("{e:?}")))?;
+    if count <= ordinal as i32 {
+        return Err(Error::NoGpu(format!(
+            "device {ordinal} requested, {count} CUDA device(s) present"
+        )));
+    }
+    let dev = result::device::get(ordinal as i32)?;
+    let attr = |a| unsafe { result::device::get_attribute(dev, a) };
+    use sys::CUdevice_attribute_enum as A;
+    let major = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+    let minor = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+    let mut driver_version = 0;
+    // SAFETY: out-parameter.
+    unsafe { sys::cuDriverGetVersion(&mut driver_version) }.result()?;
+    Ok(DeviceInfo {
+        name: result::device::get_name(dev)?,
+        ordinal,
+        cc: (major, minor),
+        arch: format!("sm_{major}{minor}"),
+        sm_count: attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
+        l2_bytes: attr(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u32,
+        max_smem_optin: attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)? as u32,
+        driver_version,
+        total_mem: unsafe { result::device::total_mem(dev) }?,
+    })
+}
+
+/// The context, a stream of our own (capturable: never the legacy default stream), and every
+/// kernel, loaded.
+pub struct Device {
+    pub(crate) ctx: Arc<CudaContext>,
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) info: DeviceInfo,
+    funcs: HashMap<&'static str, CudaFunction>,
+    _modules: Vec<Arc<CudaModule>>,
+    /// How many modules came from the disk cache (0 on a cold start).
+    pub(crate) cached_modules: usize,
+}
+
+impl Device {
+    /// Opens the GPU and compiles (or loads from the cache) every kernel module.
+    pub fn open(ordinal: usize) -> Result<Self> {
+        let info = probe(ordinal)?;
+        let ctx = CudaContext::new(ordinal)?;
+        // We order everything on our own stream; cudarc's per-buffer events would add nodes to
+        // captured graphs and host work to every launch.
+        // SAFETY: no cudarc buffer is shared across streams by this crate.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream()?;
+        let mut funcs = HashMap::new();
+        let mut modules = Vec::new();
+        let mut cached = 0;
+        for m in kernels::ALL {
+            let c = nvrtc::compile(&m, &info.arch)?;
+            cached += c.cached as usize;
+            let module = ctx.load_module(cudarc::nvrtc::Ptx::from_binary(c.cubin))?;
+            for f in m.functions {
+                let func = module.load_function(f)?;
+                funcs.insert(*f, func);
+            }
+            modules.push(module);
+        }
+        let dev = Device {
+            ctx,
+            stream,
+            info,
+            funcs,
+            _modules: modules,
+            cached_modules: cached,
+        };
+        // The fused kernels stage weights in dynamic shared memory beyond the 48 KB default.
+        for f in kernels::SEAM.functions {
+            let func = dev.func(f)?;
+            // SAFETY: valid function handle, attribute within the device limit.
+            unsafe {
+                sys::cuFuncSetAttribute(
+                    func.cu_function(),
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    dev.info.max_smem_optin as i32,
+                )
+            }
+            .result()?;
+        }
+        Ok(dev)
+    }
+
+    /// A loaded kernel.
+    pub fn func(&self, name: &str) -> Result<&CudaFunction> {
+        self.funcs
+            .get(name)
+            .ok_or_else(|| Error::Cuda(format!("kernel `{name}` is not loaded")))
+    }
+
+    /// The engine's own stream.
+    pub fn stream(&self) -> CUstream {
+        self.stream.cu_stream()
+    }
+
+    /// Launches `name` with raw parameter pointers.
+    ///
+    /// # Safety
+    /// `params` must point to values whose types match the kernel's parameters, and every device
+    /// pointer among them must be valid for what the kernel reads and writes.
+    pub unsafe fn launch(
+        &self,
+        name: &str,
+        grid: (u32, u32, u32),
+        block: u32,
+        smem: u32,
+        stream: CUstream,
+        params: &mut [*mut c_void],
+    ) -> Result<()> {
+        let f = self.func(name)?;
+        unsafe { result::launch_kernel(f.cu_function(), grid, (block, 1, 1), smem, stream, params) }
+            .map_err(|e| {
+                Error::Cuda(format!(
+                    "launch of `{name}` (grid {grid:?}, block {block}, smem {smem}): {e:?}"
+                ))
+            })
+    }
+
+    /// Blocks until the stream has finished (and surfaces asynchronous kernel faults).
+    pub fn sync(&self) -> Result<()> {
+        self.stream.synchronize()?;
+        Ok(())
+    }
+
+    /// Whether `stream` is being captured into a graph (then nothing may be allocated).
+    pub fn is_capturing(stream: CUstream) -> Result<bool> {
+        let mut st = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        // SAFETY: out-parameter; the stream handle comes from the caller.
+        unsafe { sys::cuStreamIsCapturing(stream, &mut st) }.result()?;
+        Ok(st != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
+    }
+
+    /// Blocks of `func` that fit on one multiprocessor.
+    pub fn occupancy(&self, name: &str, block: u32, smem: u32) -> Result<u32> {
+        let f = self.func(name)?;
+        let mut n = 0;
+        // SAFETY: out-parameter, valid function.
+        unsafe {
+            sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                &mut n,
+                f.cu_function(),
+                block as i32,
+                smem as usize,
+            )
+        }
+        .result()?;
+        Ok(n.max(0) as u32)
+    }
+}
+
+/// Plain-old-data element types that device buffers hold.
+pub trait Elem: bytemuck::Pod + Default {}
+impl<T: bytemuck::Pod + Default> Elem for T {}
+
+/// A device allocation of `len` elements of `T`, freed on drop. Allocation and copies are
+/// synchronous and must not happen during a graph capture (the engine never does that).
+pub struct DeviceBuffer<T: Elem> {
+    ptr: CUdeviceptr,
+    len: usize,
+    ctx: Arc<CudaContext>,
+    _t: PhantomData<T>,
+}
+
+impl<T: Elem> std::fmt::Debug for DeviceBuffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "DeviceBuffer<{}>[{}] @ {:#x}",
+            std::any::type_name::<T>(),
+            self.len,
+            self.ptr
+        )
+    }
+}
+
+impl<T: Elem> DeviceBuffer<T> {
+    /// `len` zeroed elements.
+    pub fn zeros(ctx: &Arc<CudaContext>, len: usize) -> Result<Self> {
+        ctx.bind_to_thread()?;
+        let bytes = (len * size_of::<T>()).max(16);
+        // SAFETY: plain allocation; freed in Drop.
+        let ptr = unsafe { result::malloc_sync(bytes) }?;
+        unsafe { result::memset_d8_sync(ptr, 0, bytes) }?;
+        Ok(DeviceBuffer {
+            ptr,
+            len,
+            ctx: ctx.clone(),
+            _t: PhantomData,
+        })
+    }
+
+    /// A copy of host data.
+    pub fn from_host(ctx: &Arc<CudaContext>, data: &[T]) -> Result<Self> {
+        let b = Self::zeros(ctx, data.len())?;
+        if !data.is_empty() {
+            // SAFETY: the allocation holds data.len() elements.
+            unsafe { result::memcpy_htod_sync(b.ptr, data) }?;
+        }
+        Ok(b)
+    }
+
+    /// Copies the buffer back to the host (waits for the device first).
+    pub fn to_host(&self) -> Result<Vec<T>> {
+        self.ctx.bind_to_thread()?;
+        self.ctx.synchronize()?;
+        let mut v = vec![T::default(); self.len];
+        if self.len > 0 {
+            // SAFETY: both sides hold len elements.
+            unsafe { result::memcpy_dtoh_sync(&mut v, self.ptr) }?;
+        }
+        Ok(v)
+    }
+
+    /// Overwrites the buffer with host data of the same length.
+    pub fn write(&mut self, data: &[T]) -> Result<()> {
+        Error::check_len("buffer", &[self.len], data.len())?;
+        self.ctx.bind_to_thread()?;
+        if !data.is_empty() {
+            // SAFETY: same length.
+            unsafe { result::memcpy_htod_sync(self.ptr, data) }?;
+        }
+        Ok(())
+    }
+
+    /// Fills every 16- or 32-bit word with `bits` (NaN poisoning before a check).
+    pub fn poison(&mut self) -> Result<()> {
+        self.ctx.bind_to_thread()?;
+        let bytes = self.len * size_of::<T>();
+        // SAFETY: within the allocation.
+        unsafe {
+            match size_of::<T>() {
+                2 => sys::cuMemsetD16_v2(self.ptr, 0x7fc0, bytes / 2).result()?,
+                4 => sys::cuMemsetD32_v2(self.ptr, 0x7fc0_0000, bytes / 4).result()?,
+                _ => sys::cuMemsetD8_v2(self.ptr, 0xff, bytes).result()?,
+            }
+        }
+        Ok(())
+    }
+
+    /// The raw device pointer (for the raw API).
+    pub fn ptr(&self) -> CUdeviceptr {
+        self.ptr
+    }
+
+    /// Elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl<T: Elem> Drop for DeviceBuffer<T> {
+    fn drop(&mut self) {
+        let _ = self.ctx.bind_to_thread();
+        // SAFETY: allocated by malloc_sync, freed once. Errors on teardown have nowhere to go.
+        let _ = unsafe { result::free_sync(self.ptr) };
+    }
+}

@@ -1,0 +1,1190 @@
+//! The CUDA engine: one entry point per op that picks the fastest path able to serve the call and
+//! says so in a [`Route`]; a raw-pointer API for engines that own their memory and stream; typed
+//! buffer helpers on top of it; and the workspace the fused kernels reduce through.
+//!
+//! Nothing here allocates, compiles or synchronizes during a call, except that the workspace grows
+//! (with a device synchronization) the first time a call needs more than was reserved: call
+//! [`CudaEngine::reserve`] before capturing a graph, and a call that would grow it during a capture
+//! fails with a clear error instead.
+
+use super::device::{Device, DeviceBuffer, DeviceInfo, Elem};
+use super::plan::{self, KernelShape, SeamPlan};
+use crate::error::{Error, Result};
+use crate::ops::{Declined, Op, Route};
+use crate::spec::Config;
+use cudarc::driver::sys::{self, CUdeviceptr, CUstream};
+use std::cell::RefCell;
+use std::ffi::c_void;
+
+/// Which path serves a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+pub enum PathChoice {
+    /// The fastest path that supports the inputs.
+    Auto,
+    /// Only the fused kernels (error if they cannot serve the call).
+    Fused,
+    /// Only the one-kernel-per-step path.
+    Unfused,
+    /// The CPU reference (host-level calls only).
+    Cpu,
+}
+
+impl PathChoice {
+    /// Parses `auto`, `fused`, `unfused` or `cpu`.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.trim() {
+            "auto" | "" => Ok(PathChoice::Auto),
+            "fused" => Ok(PathChoice::Fused),
+            "unfused" => Ok(PathChoice::Unfused),
+            "cpu" => Ok(PathChoice::Cpu),
+            other => Err(Error::Invalid(format!(
+                "path `{other}`: expected auto, fused, unfused or cpu"
+            ))),
+        }
+    }
+
+    /// The `MHC_PATH` environment variable, or auto.
+    pub fn from_env() -> Result<Self> {
+        match std::env::var("MHC_PATH") {
+            Ok(s) => Self::parse(&s),
+            Err(_) => Ok(PathChoice::Auto),
+        }
+    }
+
+    /// The name used in routes.
+    pub fn name(self) -> &'static str {
+        match self {
+            PathChoice::Auto => "auto",
+            PathChoice::Fused => "fused",
+            PathChoice::Unfused => "unfused",
+            PathChoice::Cpu => "cpu",
+        }
+    }
+}
+
+/// Engine options.
+#[derive(Clone, Debug)]
+pub struct EngineOptions {
+    /// CUDA device ordinal.
+    pub device: usize,
+    /// Forced path (default: `MHC_PATH` or auto).
+    pub path: PathChoice,
+}
+
+impl EngineOptions {
+    /// Device 0 and the path from `MHC_PATH`.
+    pub fn from_env() -> Result<Self> {
+        Ok(EngineOptions {
+            device: 0,
+            path: PathChoice::from_env()?,
+        })
+    }
+}
+
+/// Device pointers of one call's tensors; 0 where the op does not use a tensor. All tensors are
+/// dense and row-major with SPEC section 1 shapes; `layer_input` is `out` for head and final.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RawIo {
+    pub x: CUdeviceptr,
+    pub residual: CUdeviceptr,
+    pub post: CUdeviceptr,
+    pub comb: CUdeviceptr,
+    pub pre: CUdeviceptr,
+    pub residual_out: CUdeviceptr,
+    pub layer_input: CUdeviceptr,
+    pub post_out: CUdeviceptr,
+    pub comb_out: CUdeviceptr,
+    pub pre_out: CUdeviceptr,
+    /// MXFP8 values [T,H] (u8); 0 = no MXFP8 output.
+    pub fp8_values: CUdeviceptr,
+    /// MXFP8 scales [T,H/32] (u8).
+    pub fp8_scales: CUdeviceptr,
+}
+
+/// Device pointers of one seam's weights (f32). `fnb` is the entry seam's folded weight
+/// [mixes, H] (see [`CudaEngine::fold_entry_weight`]); `norm_weight` 0 = no fused RMSNorm.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RawWeights {
+    pub fn_: CUdeviceptr,
+    pub fnb: CUdeviceptr,
+    pub scale: CUdeviceptr,
+    pub base: CUdeviceptr,
+    pub norm_weight: CUdeviceptr,
+}
+
+/// Operands of the compressor projection: y [m,n] f32 = a [m,k] . w [n,k]^T (bf16).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RawProjection {
+    pub a: CUdeviceptr,
+    pub w: CUdeviceptr,
+    pub y: CUdeviceptr,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+}
+
+/// One call of the raw API.
+#[derive(Clone, Copy, Debug)]
+pub struct RawCall {
+    /// The op.
+    pub op: Op,
+    /// Tokens (rows of a for the projection).
+    pub t: usize,
+    /// Tensors.
+    pub io: RawIo,
+    /// Weights.
+    pub w: RawWeights,
+    /// Projection operands (op = projection only).
+    pub proj: RawProjection,
+}
+
+/// The fused kernels' parameter block (mirrors `struct FusedParams` in kernels/seam.cu).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct FusedParams {
+    x: u64,
+    residual: u64,
+    post: u64,
+    comb: u64,
+    pre_in: u64,
+    fn_: u64,
+    scale: u64,
+    base: u64,
+    norm_w: u64,
+    residual_out: u64,
+    layer_input: u64,
+    post_out: u64,
+    comb_out: u64,
+    pre_out: u64,
+    fp8_q: u64,
+    fp8_s: u64,
+    rec_m: u64,
+    rec_ss: u64,
+    counters: u64,
+    t: i32,
+    h: i32,
+    tt: i32,
+    tiles: i32,
+    w: i32,
+    nrec: i32,
+    rpad: i32,
+    fn_smem: i32,
+    rows_batch: i32,
+    iters: i32,
+    hc_eps: f32,
+    rms_eps: f32,
+    norm_eps: f32,
+    post_mult: f32,
+}
+
+/// Scratch the kernels reduce through. Grows on demand outside captures; never shrinks.
+#[derive(Default)]
+struct Workspace {
+    rec_m: Option<DeviceBuffer<f32>>,
+    rec_ss: Option<DeviceBuffer<f64>>,
+    counters: Option<DeviceBuffer<u32>>,
+    uf_m: Option<DeviceBuffer<f32>>,
+    uf_rinv: Option<DeviceBuffer<f32>>,
+    uf_c: Option<DeviceBuffer<u16>>,
+    uf_vals: Option<DeviceBuffer<f32>>,
+}
+
+/// A kernel argument, stored so that its address can be handed to cuLaunchKernel.
+#[derive(Clone, Copy)]
+enum Arg {
+    P(u64),
+    I(i32),
+    F(f32),
+    Z(usize),
+}
+
+/// The CUDA engine. One engine serializes its calls through one workspace: give each concurrent
+/// stream its own engine.
+pub struct CudaEngine {
+    pub(crate) dev: Device,
+    path: std::cell::Cell<PathChoice>,
+    ws: RefCell<Workspace>,
+}
+
+/// The kernel and its shape for each fused op.
+fn fused_kernel(op: Op) -> Option<(&'static str, KernelShape)> {
+    let s = |nin, nmix| KernelShape { nin, nmix };
+    Some(match op {
+        Op::Seam => ("mhc_seam", s(4, 24)),
+        Op::SeamV4 => ("mhc_seam_v4", s(4, 24)),
+        Op::PreDelayed => ("mhc_pre_delayed", s(4, 24)),
+        Op::Pre => ("mhc_pre", s(4, 24)),
+        Op::Entry => ("mhc_entry", s(1, 24)),
+        Op::Head => ("mhc_head", s(4, 4)),
+        Op::Final | Op::Collapse => ("mhc_final", s(4, 0)),
+        _ => return None,
+    })
+}
+
+fn aligned(p: CUdeviceptr, a: u64) -> bool {
+    p.is_multiple_of(a)
+}
+
+impl CudaEngine {
+    /// Opens the GPU, compiles (or loads from the disk cache) every kernel.
+    pub fn new(opts: EngineOptions) -> Result<Self> {
+        let dev = Device::open(opts.device)?;
+        Ok(CudaEngine {
+            dev,
+            path: std::cell::Cell::new(opts.path),
+            ws: RefCell::new(Workspace::default()),
+        })
+    }
+
+    /// An engine on device 0 with the path from `MHC_PATH`.
+    pub fn from_env() -> Result<Self> {
+        Self::new(EngineOptions::from_env()?)
+    }
+
+    /// The GPU.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.dev.info
+    }
+
+    /// The forced path, if any.
+    pub fn path(&self) -> PathChoice {
+        self.path.get()
+    }
+
+    /// Changes the forced path (the benchmark runs the fused and unfused paths side by side).
+    pub fn set_path(&self, p: PathChoice) {
+        self.path.set(p);
+    }
+
+    /// How many kernel modules came from the disk cache at start.
+    pub fn cached_modules(&self) -> usize {
+        self.dev.cached_modules
+    }
+
+    /// The engine's stream (pass it to the raw API, or capture graphs on it).
+    pub fn stream(&self) -> CUstream {
+        self.dev.stream()
+    }
+
+    /// The CUDA context.
+    pub fn context(&self) -> &std::sync::Arc<cudarc::driver::CudaContext> {
+        &self.dev.ctx
+    }
+
+    /// Waits for the engine's stream.
+    pub fn sync(&self) -> Result<()> {
+        self.dev.sync()
+    }
+
+    /// Allocates a zeroed device buffer.
+    pub fn zeros<T: Elem>(&self, len: usize) -> Result<DeviceBuffer<T>> {
+        DeviceBuffer::zeros(&self.dev.ctx, len)
+    }
+
+    /// Copies host data to a new device buffer.
+    pub fn upload<T: Elem>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
+        DeviceBuffer::from_host(&self.dev.ctx, data)
+    }
+
+    /// Grows the workspace for every op at up to `max_t` tokens of `cfg` (call before capturing).
+    pub fn reserve(&self, cfg: &Config, max_t: usize) -> Result<()> {
+        let stream = self.stream();
+        for op in [Op::Seam, Op::Entry, Op::Head, Op::Final] {
+            for t in [1, 4, 32, 256, max_t] {
+                if t > max_t {
+                    continue;
+                }
+                if let Some((name, shape)) = fused_kernel(op)
+                    && cfg.n == 4
+                    && cfg.hidden.is_multiple_of(plan::CHUNK)
+                {
+                    let p = self.plan(name, shape, t, cfg.hidden)?;
+                    self.fused_workspace(shape, t, &p, stream)?;
+                }
+            }
+        }
+        self.unfused_workspace(cfg, max_t, true, stream)?;
+        self.sync()
+    }
+
+    fn plan(&self, name: &str, shape: KernelShape, t: usize, h: usize) -> Result<SeamPlan> {
+        plan::plan(shape, t, h, self.dev.info.sm_count, &|warps, smem| {
+            self.dev.occupancy(name, warps * 32, smem)
+        })
+    }
+
+    /// The plan the fused kernel of `op` would use for T tokens of hidden size H.
+    pub fn plan_for(&self, op: Op, t: usize, h: usize) -> Result<Option<SeamPlan>> {
+        match fused_kernel(op) {
+            Some((name, shape)) => Ok(Some(self.plan(name, shape, t, h)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn ensure<T: Elem>(
+        &self,
+        slot: &mut Option<DeviceBuffer<T>>,
+        len: usize,
+        stream: CUstream,
+        what: &str,
+    ) -> Result<CUdeviceptr> {
+        if let Some(b) = slot
+            && b.len() >= len
+        {
+            return Ok(b.ptr());
+        }
+        if Device::is_capturing(stream)? {
+            return Err(Error::Invalid(format!(
+                "the workspace ({what}) must grow to {len} elements during a graph capture; call reserve() before capturing"
+            )));
+        }
+        // The old buffer may still be read by queued work.
+        self.dev.ctx.synchronize()?;
+        *slot = None;
+        let b = DeviceBuffer::<T>::zeros(&self.dev.ctx, len)?;
+        let p = b.ptr();
+        *slot = Some(b);
+        Ok(p)
+    }
+
+    fn fused_workspace(
+        &self,
+        shape: KernelShape,
+        t: usize,
+        p: &SeamPlan,
+        stream: CUstream,
+    ) -> Result<(CUdeviceptr, CUdeviceptr, CUdeviceptr)> {
+        let (m, ss, cnt) = plan::workspace_need(shape, t, p);
+        let mut ws = self.ws.borrow_mut();
+        let ws = &mut *ws;
+        Ok((
+            self.ensure(&mut ws.rec_m, m / 4, stream, "records")?,
+            self.ensure(&mut ws.rec_ss, ss / 8, stream, "records")?,
+            self.ensure(&mut ws.counters, cnt / 4, stream, "tile counters")?,
+        ))
+    }
+
+    fn unfused_workspace(
+        &self,
+        cfg: &Config,
+        t: usize,
+        vals: bool,
+        stream: CUstream,
+    ) -> Result<[CUdeviceptr; 4]> {
+        let mut ws = self.ws.borrow_mut();
+        let ws = &mut *ws;
+        let t = t.max(1);
+        Ok([
+            self.ensure(&mut ws.uf_m, t * cfg.mixes().max(cfg.n), stream, "mixes")?,
+            self.ensure(&mut ws.uf_rinv, t, stream, "rms factors")?,
+            self.ensure(&mut ws.uf_c, t * cfg.hidden, stream, "collapse")?,
+            if vals {
+                self.ensure(
+                    &mut ws.uf_vals,
+                    t * cfg.hidden,
+                    stream,
+                    "layer-input values",
+                )?
+            } else {
+                0
+            },
+        ])
+    }
+
+    /// Why the fused path cannot serve `call`, if it cannot.
+    fn fused_declines(&self, cfg: &Config, call: &RawCall) -> Option<String> {
+        let io = &call.io;
+        if call.op == Op::Projection {
+            let p = &call.proj;
+            if !p.k.is_multiple_of(8) {
+                return Some(format!("K = {} is not a multiple of 8", p.k));
+            }
+            if !aligned(p.a, 16) || !aligned(p.w, 16) {
+                return Some("a or w is not 16-byte aligned".into());
+            }
+            return None;
+        }
+        if matches!(call.op, Op::Gates | Op::Rmsnorm) {
+            return Some(format!(
+                "no fused kernel for `{}` alone (it runs inside the seam kernels)",
+                call.op
+            ));
+        }
+        if cfg.n != 4 && call.op != Op::Expand {
+            return Some(format!("n = {} (the fused kernels serve n = 4)", cfg.n));
+        }
+        if !cfg.hidden.is_multiple_of(plan::CHUNK) {
+            return Some(format!(
+                "H = {} is not a multiple of {}",
+                cfg.hidden,
+                plan::CHUNK
+            ));
+        }
+        let vec_ptrs = [
+            ("x", io.x),
+            ("residual", io.residual),
+            ("residual_out", io.residual_out),
+            ("layer_input", io.layer_input),
+            ("fn", call.w.fn_),
+            ("fn (folded)", call.w.fnb),
+            ("norm_weight", call.w.norm_weight),
+            ("layer_input_fp8", io.fp8_values),
+        ];
+        for (name, p) in vec_ptrs {
+            if p != 0 && !aligned(p, 16) {
+                return Some(format!(
+                    "`{name}` is not 16-byte aligned (strided or offset buffer)"
+                ));
+            }
+        }
+        None
+    }
+
+    /// Why the unfused path cannot serve `call`, if it cannot.
+    fn unfused_declines(&self, cfg: &Config, call: &RawCall) -> Option<String> {
+        let io = &call.io;
+        for (name, p, a) in [
+            ("x", io.x, 2),
+            ("residual", io.residual, 2),
+            ("post", io.post, 4),
+            ("comb", io.comb, 4),
+            ("pre", io.pre, 4),
+            ("residual_out", io.residual_out, 2),
+            ("layer_input", io.layer_input, 2),
+            ("fn", call.w.fn_, 4),
+            ("norm_weight", call.w.norm_weight, 4),
+        ] {
+            if p != 0 && !aligned(p, a) {
+                return Some(format!("`{name}` is not {a}-byte aligned"));
+            }
+        }
+        if cfg.n > 64 {
+            return Some(format!("n = {} exceeds 64", cfg.n));
+        }
+        None
+    }
+
+    /// The reasons each GPU path gives for not serving `call` (empty when both can).
+    pub fn declines(&self, cfg: &Config, call: &RawCall) -> Vec<Declined> {
+        [
+            ("fused", self.fused_declines(cfg, call)),
+            ("unfused", self.unfused_declines(cfg, call)),
+        ]
+        .into_iter()
+        .filter_map(|(p, r)| {
+            r.map(|reason| Declined {
+                path: p.into(),
+                reason,
+            })
+        })
+        .collect()
+    }
+
+    /// Chooses the path for a call: the fused path if it can serve it, else the unfused one;
+    /// a forced path that cannot serve the call is an error, never a silent substitute.
+    pub fn select(&self, cfg: &Config, call: &RawCall) -> Result<(PathChoice, Vec<Declined>)> {
+        let fused = self.fused_declines(cfg, call);
+        let unfused = self.unfused_declines(cfg, call);
+        let unavailable = |path: &str, reason: String| Error::PathUnavailable {
+            path: path.into(),
+            reason,
+        };
+        match self.path.get() {
+            PathChoice::Fused => match fused {
+                None => Ok((PathChoice::Fused, vec![])),
+                Some(r) => Err(unavailable("fused", r)),
+            },
+            PathChoice::Unfused => match unfused {
+                None => Ok((PathChoice::Unfused, vec![])),
+                Some(r) => Err(unavailable("unfused", r)),
+            },
+            PathChoice::Cpu => Err(unavailable(
+                "cpu",
+                "device pointers can only be served on the GPU; use the host-level backend".into(),
+            )),
+            PathChoice::Auto => {
+                let mut declined = vec![];
+                if let Some(r) = fused {
+                    declined.push(Declined {
+                        path: "fused".into(),
+                        reason: r,
+                    });
+                } else {
+                    return Ok((PathChoice::Fused, declined));
+                }
+                if let Some(r) = unfused {
+                    declined.push(Declined {
+                        path: "unfused".into(),
+                        reason: r,
+                    });
+                    let why: Vec<String> = declined
+                        .iter()
+                        .map(|d| format!("{}: {}", d.path, d.reason))
+                        .collect();
+                    return Err(Error::Unsupported(format!(
+                        "no GPU path serves `{}`: {}",
+                        call.op,
+                        why.join("; ")
+                    )));
+                }
+                Ok((PathChoice::Unfused, declined))
+            }
+        }
+    }
+
+    /// Runs one op on device pointers, ordered on `stream`. Returns the route taken.
+    ///
+    /// # Safety
+    /// Every non-zero pointer of `call` must point to device memory of the shape SPEC section 1
+    /// gives for `cfg` and `call.t`, valid until the work completes; outputs must not alias
+    /// inputs. No other call may use this engine's workspace concurrently.
+    pub unsafe fn launch_raw(
+        &self,
+        cfg: &Config,
+        call: &RawCall,
+        stream: CUstream,
+    ) -> Result<Route> {
+        cfg.validate()?;
+        let (path, declined) = self.select(cfg, call)?;
+        let mut kernels: Vec<String> = Vec::new();
+        if call.t > 0 && !(call.op == Op::Projection && (call.proj.n == 0 || call.proj.m == 0)) {
+            match path {
+                PathChoice::Fused => unsafe { self.fused(cfg, call, stream, &mut kernels)? },
+                _ => unsafe { self.unfused(cfg, call, stream, &mut kernels)? },
+            }
+        }
+        Ok(Route {
+            backend: "cuda".into(),
+            path: path.name().into(),
+            kernels,
+            declined,
+        })
+    }
+
+    unsafe fn run(
+        &self,
+        name: &str,
+        grid: (u32, u32, u32),
+        block: u32,
+        stream: CUstream,
+        args: &[Arg],
+        kernels: &mut Vec<String>,
+    ) -> Result<()> {
+        let mut store: Vec<[u8; 8]> = args
+            .iter()
+            .map(|a| {
+                let mut b = [0u8; 8];
+                match *a {
+                    Arg::P(p) => b.copy_from_slice(&p.to_le_bytes()),
+                    Arg::Z(z) => b.copy_from_slice(&(z as u64).to_le_bytes()),
+                    Arg::I(i) => b[..4].copy_from_slice(&i.to_le_bytes()),
+                    Arg::F(f) => b[..4].copy_from_slice(&f.to_le_bytes()),
+                }
+                b
+            })
+            .collect();
+        let mut ptrs: Vec<*mut c_void> = store
+            .iter_mut()
+            .map(|b| b.as_mut_ptr() as *mut c_void)
+            .collect();
+        unsafe { self.dev.launch(name, grid, block, 0, stream, &mut ptrs)? };
+        if !kernels.iter().any(|k| k == name) {
+            kernels.push(name.to_string());
+        }
+        Ok(())
+    }
+
+    /// An elementwise launch of `total` threads in blocks of 256.
+    unsafe fn run1d(
+        &self,
+        name: &str,
+        total: usize,
+        stream: CUstream,
+        args: &[Arg],
+        kernels: &mut Vec<String>,
+    ) -> Result<()> {
+        let blocks = total.div_ceil(256).max(1);
+        if blocks > i32::MAX as usize {
+            return Err(Error::Unsupported(format!(
+                "{total} elements exceed one launch"
+            )));
+        }
+        unsafe { self.run(name, (blocks as u32, 1, 1), 256, stream, args, kernels) }
+    }
+
+    unsafe fn fused(
+        &self,
+        cfg: &Config,
+        call: &RawCall,
+        stream: CUstream,
+        kernels: &mut Vec<String>,
+    ) -> Result<()> {
+        let (t, h, io) = (call.t, cfg.hidden, &call.io);
+        use Arg::*;
+        match call.op {
+            Op::PostMap => {
+                return unsafe {
+                    self.run1d(
+                        "mhc_post",
+                        t * h / 8,
+                        stream,
+                        &[
+                            P(io.x),
+                            P(io.residual),
+                            P(io.post),
+                            P(io.comb),
+                            P(io.residual_out),
+                            I(t as i32),
+                            I(h as i32),
+                        ],
+                        kernels,
+                    )
+                };
+            }
+            Op::Expand => {
+                return unsafe {
+                    self.run1d(
+                        "mhc_expand",
+                        t * h / 8,
+                        stream,
+                        &[
+                            P(io.x),
+                            P(io.residual_out),
+                            I(t as i32),
+                            I(cfg.n as i32),
+                            I(h as i32),
+                        ],
+                        kernels,
+                    )
+                };
+            }
+            Op::Projection => {
+                let p = &call.proj;
+                let grid = (p.n.div_ceil(2) as u32, p.m.div_ceil(16) as u32, 1);
+                return unsafe {
+                    self.run(
+                        "mhc_projection",
+                        grid,
+                        256,
+                        stream,
+                        &[
+                            P(p.a),
+                            P(p.w),
+                            P(p.y),
+                            I(p.m as i32),
+                            I(p.n as i32),
+                            I(p.k as i32),
+                        ],
+                        kernels,
+                    )
+                };
+            }
+            _ => {}
+        }
+        let Some((name, shape)) = fused_kernel(call.op) else {
+            return Err(Error::Unsupported(format!(
+                "no fused kernel for `{}`",
+                call.op
+            )));
+        };
+        if call.op == Op::Entry && call.w.fnb == 0 {
+            return Err(Error::missing("fn (folded entry weight)"));
+        }
+        let plan = self.plan(name, shape, t, h)?;
+        let (rec_m, rec_ss, counters) = self.fused_workspace(shape, t, &plan, stream)?;
+        let mut params = FusedParams {
+            x: io.x,
+            residual: io.residual,
+            post: io.post,
+            comb: io.comb,
+            pre_in: io.pre,
+            fn_: if call.op == Op::Entry {
+                call.w.fnb
+            } else {
+                call.w.fn_
+            },
+            scale: call.w.scale,
+            base: call.w.base,
+            norm_w: call.w.norm_weight,
+            residual_out: io.residual_out,
+            layer_input: io.layer_input,
+            post_out: io.post_out,
+            comb_out: io.comb_out,
+            pre_out: io.pre_out,
+            fp8_q: io.fp8_values,
+            fp8_s: if io.fp8_values != 0 { io.fp8_scales } else { 0 },
+            rec_m,
+            rec_ss,
+            counters,
+            t: t as i32,
+            h: h as i32,
+            tt: plan.tt as i32,
+            tiles: plan.tiles as i32,
+            w: plan.w as i32,
+            nrec: plan.nrec as i32,
+            rpad: plan.rpad as i32,
+            fn_smem: plan.fn_smem as i32,
+            rows_batch: plan.rows_batch as i32,
+            iters: cfg.sinkhorn_iters as i32,
+            hc_eps: cfg.hc_eps,
+            rms_eps: cfg.rms_eps,
+            norm_eps: cfg.norm_eps,
+            post_mult: cfg.post_mult,
+        };
+        let mut ptrs = [&mut params as *mut FusedParams as *mut c_void];
+        unsafe {
+            self.dev.launch(
+                name,
+                (plan.nrec, plan.grid_y, 1),
+                plan.warps * 32,
+                plan.smem,
+                stream,
+                &mut ptrs,
+            )?
+        };
+        kernels.push(name.to_string());
+        Ok(())
+    }
+
+    /// gates on the unfused path: src [T, K] against fn [mixes, K].
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn uf_gates(
+        &self,
+        cfg: &Config,
+        t: usize,
+        src: CUdeviceptr,
+        k: usize,
+        fn_: CUdeviceptr,
+        w: &RawWeights,
+        io: &RawIo,
+        head: bool,
+        ws: [CUdeviceptr; 4],
+        stream: CUstream,
+        kernels: &mut Vec<String>,
+    ) -> Result<()> {
+        use Arg::*;
+        let (n, mixes) = (cfg.n, if head { cfg.n } else { cfg.mixes() });
+        let [m, rinv, _, _] = ws;
+        unsafe {
+            self.run(
+                "uf_rms",
+                (t as u32, 1, 1),
+                256,
+                stream,
+                &[P(src), P(rinv), I(t as i32), I(k as i32), F(cfg.rms_eps)],
+                kernels,
+            )?;
+            self.run(
+                "uf_project",
+                ((t * mixes) as u32, 1, 1),
+                256,
+                stream,
+                &[
+                    P(src),
+                    P(fn_),
+                    P(rinv),
+                    P(m),
+                    I(t as i32),
+                    I(k as i32),
+                    I(mixes as i32),
+                ],
+                kernels,
+            )?;
+            let common = |out: CUdeviceptr| {
+                [
+                    P(m),
+                    P(w.scale),
+                    P(w.base),
+                    P(out),
+                    I(t as i32),
+                    I(n as i32),
+                    I(mixes as i32),
+                ]
+            };
+            let mut a = common(io.pre_out).to_vec();
+            a.push(F(cfg.hc_eps));
+            self.run1d("uf_gate_pre", t * n, stream, &a, kernels)?;
+            if head {
+                return Ok(());
+            }
+            let mut a = common(io.post_out).to_vec();
+            a.push(F(cfg.post_mult));
+            self.run1d("uf_gate_post", t * n, stream, &a, kernels)?;
+            self.run1d(
+                "uf_comb_logits",
+                t * n * n,
+                stream,
+                &common(io.comb_out),
+                kernels,
+            )?;
+            let rows = [
+                P(io.comb_out),
+                I((t * n) as i32),
+                I(n as i32),
+                F(cfg.hc_eps),
+            ];
+            self.run1d("uf_row_softmax", t * n, stream, &rows, kernels)?;
+            for it in 0..cfg.sinkhorn_iters {
+                if it > 0 {
+                    self.run1d("uf_row_norm", t * n, stream, &rows, kernels)?;
+                }
+                self.run1d(
+                    "uf_col_norm",
+                    t * n,
+                    stream,
+                    &[P(io.comb_out), I(t as i32), I(n as i32), F(cfg.hc_eps)],
+                    kernels,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The layer input on the unfused path: collapse(src, p) (+ rmsnorm) (+ MXFP8).
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn uf_layer_input(
+        &self,
+        cfg: &Config,
+        t: usize,
+        src: CUdeviceptr,
+        p: CUdeviceptr,
+        w: &RawWeights,
+        io: &RawIo,
+        ws: [CUdeviceptr; 4],
+        stream: CUstream,
+        kernels: &mut Vec<String>,
+    ) -> Result<()> {
+        use Arg::*;
+        let (n, h) = (cfg.n, cfg.hidden);
+        let [_, _, c, vals] = ws;
+        let vals = if io.fp8_values != 0 { vals } else { 0 };
+        unsafe {
+            if w.norm_weight != 0 {
+                self.run1d(
+                    "uf_collapse",
+                    t * h,
+                    stream,
+                    &[
+                        P(src),
+                        P(p),
+                        P(c),
+                        P(0),
+                        I(t as i32),
+                        I(n as i32),
+                        I(h as i32),
+                    ],
+                    kernels,
+                )?;
+                self.run(
+                    "uf_rmsnorm",
+                    (t as u32, 1, 1),
+                    256,
+                    stream,
+                    &[
+                        P(c),
+                        P(w.norm_weight),
+                        P(io.layer_input),
+                        P(vals),
+                        I(t as i32),
+                        I(h as i32),
+                        F(cfg.norm_eps),
+                    ],
+                    kernels,
+                )?;
+            } else {
+                self.run1d(
+                    "uf_collapse",
+                    t * h,
+                    stream,
+                    &[
+                        P(src),
+                        P(p),
+                        P(io.layer_input),
+                        P(vals),
+                        I(t as i32),
+                        I(n as i32),
+                        I(h as i32),
+                    ],
+                    kernels,
+                )?;
+            }
+            self.uf_fp8(t, h, vals, io, stream, kernels)
+        }
+    }
+
+    unsafe fn uf_fp8(
+        &self,
+        t: usize,
+        h: usize,
+        vals: CUdeviceptr,
+        io: &RawIo,
+        stream: CUstream,
+        kernels: &mut Vec<String>,
+    ) -> Result<()> {
+        if io.fp8_values == 0 {
+            return Ok(());
+        }
+        if !h.is_multiple_of(32) {
+            return Err(Error::Unsupported(format!(
+                "MXFP8 needs H divisible by 32 (H = {h})"
+            )));
+        }
+        let blocks = t * h / 32;
+        unsafe {
+            self.run1d(
+                "uf_mxfp8",
+                blocks,
+                stream,
+                &[
+                    Arg::P(vals),
+                    Arg::P(io.fp8_values),
+                    Arg::P(io.fp8_scales),
+                    Arg::Z(blocks),
+                ],
+                kernels,
+            )
+        }
+    }
+
+    unsafe fn unfused(
+        &self,
+        cfg: &Config,
+        call: &RawCall,
+        stream: CUstream,
+        kernels: &mut Vec<String>,
+    ) -> Result<()> {
+        use Arg::*;
+        let (t, n, h, io, w) = (call.t, cfg.n, cfg.hidden, &call.io, &call.w);
+        let (ti, ni, hi) = (t as i32, n as i32, h as i32);
+        let ws = self.unfused_workspace(cfg, t, io.fp8_values != 0, stream)?;
+        let k = cfg.k();
+        unsafe {
+            let post_map = |kernels: &mut Vec<String>| {
+                self.run1d(
+                    "uf_post_map",
+                    t * n * h,
+                    stream,
+                    &[
+                        P(io.x),
+                        P(io.residual),
+                        P(io.post),
+                        P(io.comb),
+                        P(io.residual_out),
+                        I(ti),
+                        I(ni),
+                        I(hi),
+                    ],
+                    kernels,
+                )
+            };
+            match call.op {
+                Op::PostMap => post_map(kernels)?,
+                Op::Expand => self.run1d(
+                    "uf_expand",
+                    t * n * h,
+                    stream,
+                    &[P(io.x), P(io.residual_out), I(ti), I(ni), I(hi)],
+                    kernels,
+                )?,
+                Op::Gates => self.uf_gates(
+                    cfg,
+                    t,
+                    io.residual,
+                    k,
+                    w.fn_,
+                    w,
+                    io,
+                    false,
+                    ws,
+                    stream,
+                    kernels,
+                )?,
+                Op::Seam | Op::SeamV4 => {
+                    post_map(kernels)?;
+                    self.uf_gates(
+                        cfg,
+                        t,
+                        io.residual_out,
+                        k,
+                        w.fn_,
+                        w,
+                        io,
+                        false,
+                        ws,
+                        stream,
+                        kernels,
+                    )?;
+                    let p = if call.op == Op::Seam {
+                        io.pre
+                    } else {
+                        io.pre_out
+                    };
+                    self.uf_layer_input(cfg, t, io.residual_out, p, w, io, ws, stream, kernels)?;
+                }
+                Op::Pre | Op::PreDelayed => {
+                    self.uf_gates(
+                        cfg,
+                        t,
+                        io.residual,
+                        k,
+                        w.fn_,
+                        w,
+                        io,
+                        false,
+                        ws,
+                        stream,
+                        kernels,
+                    )?;
+                    let p = if call.op == Op::PreDelayed {
+                        io.pre
+                    } else {
+                        io.pre_out
+                    };
+                    self.uf_layer_input(cfg, t, io.residual, p, w, io, ws, stream, kernels)?;
+                }
+                Op::Head => {
+                    self.uf_gates(
+                        cfg,
+                        t,
+                        io.residual,
+                        k,
+                        w.fn_,
+                        w,
+                        io,
+                        true,
+                        ws,
+                        stream,
+                        kernels,
+                    )?;
+                    self.uf_layer_input(
+                        cfg,
+                        t,
+                        io.residual,
+                        io.pre_out,
+                        w,
+                        io,
+                        ws,
+                        stream,
+                        kernels,
+                    )?;
+                }
+                Op::Final | Op::Collapse => {
+                    self.uf_layer_input(cfg, t, io.residual, io.pre, w, io, ws, stream, kernels)?;
+                }
+                Op::Rmsnorm => {
+                    let vals = if io.fp8_values != 0 { ws[3] } else { 0 };
+                    self.run(
+                        "uf_rmsnorm",
+                        (t as u32, 1, 1),
+                        256,
+                        stream,
+                        &[
+                            P(io.x),
+                            P(w.norm_weight),
+                            P(io.layer_input),
+                            P(vals),
+                            I(ti),
+                            I(hi),
+                            F(cfg.norm_eps),
+                        ],
+                        kernels,
+                    )?;
+                    self.uf_fp8(t, h, vals, io, stream, kernels)?;
+                }
+                Op::Entry => {
+                    if w.fnb == 0 {
+                        return Err(Error::missing("fn (folded entry weight)"));
+                    }
+                    self.run1d(
+                        "uf_expand",
+                        t * n * h,
+                        stream,
+                        &[P(io.x), P(io.residual_out), I(ti), I(ni), I(hi)],
+                        kernels,
+                    )?;
+                    self.uf_gates(cfg, t, io.x, h, w.fnb, w, io, false, ws, stream, kernels)?;
+                    let vals = if io.fp8_values != 0 { ws[3] } else { 0 };
+                    if w.norm_weight != 0 {
+                        self.run(
+                            "uf_rmsnorm",
+                            (t as u32, 1, 1),
+                            256,
+                            stream,
+                            &[
+                                P(io.x),
+                                P(w.norm_weight),
+                                P(io.layer_input),
+                                P(vals),
+                                I(ti),
+                                I(hi),
+                                F(cfg.norm_eps),
+                            ],
+                            kernels,
+                        )?;
+                    } else {
+                        sys::cuMemcpyDtoDAsync_v2(io.layer_input, io.x, t * h * 2, stream)
+                            .result()?;
+                        if vals != 0 {
+                            self.run1d(
+                                "uf_widen",
+                                t * h,
+                                stream,
+                                &[P(io.x), P(vals), Z(t * h)],
+                                kernels,
+                            )?;
+                        }
+                    }
+                    self.uf_fp8(t, h, vals, io, stream, kernels)?;
+                }
+                Op::Projection => {
+                    let p = &call.proj;
+                    self.run1d(
+                        "uf_projection",
+                        p.m * p.n,
+                        stream,
+                        &[
+                            P(p.a),
+                            P(p.w),
+                            P(p.y),
+                            I(p.m as i32),
+                            I(p.n as i32),
+                            I(p.k as i32),
+                        ],
+                        kernels,
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Computes the entry seam's folded weight fnb [mixes, H] from fn [mixes, n*H] on `stream`.
+    ///
+    /// # Safety
+    /// `fn_` and `fnb` must hold mixes*n*H and mixes*H f32 elements.
+    pub unsafe fn fold_entry_weight(
+        &self,
+        cfg: &Config,
+        fn_: CUdeviceptr,
+        fnb: CUdeviceptr,
+        stream: CUstream,
+    ) -> Result<()> {
+        let m = cfg.mixes();
+        let mut k = vec![];
+        unsafe {
+            self.run1d(
+                "uf_fold",
+                m * cfg.hidden,
+                stream,
+                &[
+                    Arg::P(fn_),
+                    Arg::P(fnb),
+                    Arg::I(m as i32),
+                    Arg::I(cfg.n as i32),
+                    Arg::I(cfg.hidden as i32),
+                ],
+                &mut k,
+            )
+        }
+    }
+}

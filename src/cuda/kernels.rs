@@ -1,0 +1,78 @@
+//! The kernel sources, embedded at build time, and the entry points each module exports.
+//!
+//! One `.cu` file per kernel family under `kernels/`; `common.cuh` is prepended to each, so NVRTC
+//! needs no include path and no CUDA header.
+
+/// Shared device helpers.
+pub const COMMON: &str = include_str!("kernels/common.cuh");
+
+/// A kernel family compiled as one module.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelModule {
+    /// Module name (also the NVRTC program name and the cache file stem).
+    pub name: &'static str,
+    /// The family's own source (without the common header).
+    pub source: &'static str,
+    /// Entry points loaded from the module.
+    pub functions: &'static [&'static str],
+}
+
+impl KernelModule {
+    /// The full source NVRTC compiles.
+    pub fn full_source(&self) -> String {
+        format!("{COMMON}\n// ---- {}.cu ----\n{}", self.name, self.source)
+    }
+}
+
+/// The fused seam kernels.
+pub const SEAM: KernelModule = KernelModule {
+    name: "seam",
+    source: include_str!("kernels/seam.cu"),
+    functions: &[
+        "mhc_seam",
+        "mhc_seam_v4",
+        "mhc_pre_delayed",
+        "mhc_pre",
+        "mhc_entry",
+        "mhc_head",
+        "mhc_final",
+        "mhc_post",
+        "mhc_expand",
+    ],
+};
+
+/// The unfused (generic and baseline) kernels and utilities.
+pub const UNFUSED: KernelModule = KernelModule {
+    name: "unfused",
+    source: include_str!("kernels/unfused.cu"),
+    functions: &[
+        "uf_post_map",
+        "uf_rms",
+        "uf_project",
+        "uf_gate_pre",
+        "uf_gate_post",
+        "uf_comb_logits",
+        "uf_row_softmax",
+        "uf_row_norm",
+        "uf_col_norm",
+        "uf_collapse",
+        "uf_rmsnorm",
+        "uf_mxfp8",
+        "uf_expand",
+        "uf_widen",
+        "uf_fold",
+        "mhc_copy",
+        "mhc_fill16",
+        "uf_projection",
+    ],
+};
+
+/// The compressor projection.
+pub const PROJECTION: KernelModule = KernelModule {
+    name: "projection",
+    source: include_str!("kernels/projection.cu"),
+    functions: &["mhc_projection"],
+};
+
+/// Every module, in load order.
+pub const ALL: [KernelModule; 3] = [SEAM, UNFUSED, PROJECTION];

@@ -1,0 +1,185 @@
+// Shared device helpers for every mhc kernel. NVRTC compiles each kernel family with this text
+// prepended, so no CUDA header (and no include path) is needed: bf16 and fp8 values are raw bits
+// converted with PTX `cvt` instructions, which round to nearest even like the CPU reference.
+//
+// Warp width is the named constant WARP and work is split by warp index (threadIdx.x / WARP),
+// never by comparing threadIdx.x with 32.
+
+typedef unsigned short bf16_t;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+#define WARP 32
+#define FULL_MASK 0xffffffffu
+
+__device__ __forceinline__ float bf16_to_f32(bf16_t b) { return __uint_as_float(((u32)b) << 16); }
+__device__ __forceinline__ float bf16_lo(u32 w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf16_hi(u32 w) { return __uint_as_float(w & 0xffff0000u); }
+
+__device__ __forceinline__ bf16_t f32_to_bf16(float f) {
+  bf16_t r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(f));
+  return r;
+}
+
+// Two f32 -> one bf16x2 word; `lo` lands in the low half (the lower address).
+__device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
+  u32 r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+// 8 consecutive bf16 (one 16-byte vector) <-> 8 floats.
+__device__ __forceinline__ void unpack8(const uint4 v, float f[8]) {
+  f[0] = bf16_lo(v.x); f[1] = bf16_hi(v.x);
+  f[2] = bf16_lo(v.y); f[3] = bf16_hi(v.y);
+  f[4] = bf16_lo(v.z); f[5] = bf16_hi(v.z);
+  f[6] = bf16_lo(v.w); f[7] = bf16_hi(v.w);
+}
+__device__ __forceinline__ uint4 pack8(const float f[8]) {
+  uint4 v;
+  v.x = pack_bf16x2(f[0], f[1]);
+  v.y = pack_bf16x2(f[2], f[3]);
+  v.z = pack_bf16x2(f[4], f[5]);
+  v.w = pack_bf16x2(f[6], f[7]);
+  return v;
+}
+__device__ __forceinline__ u32 word(const uint4 v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// Loads that must see data written by other blocks of the same launch go through L2 only.
+__device__ __forceinline__ uint4 ld_cg4(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ float ld_cg_f32(const float* p) {
+  float v;
+  asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ double ld_cg_f64(const double* p) {
+  double v;
+  asm volatile("ld.global.cg.f64 %0, [%1];" : "=d"(v) : "l"(p));
+  return v;
+}
+
+// The RMS factor 1/sqrt(ss/count + eps): the mean rounded to f32 once, then IEEE sqrt and
+// division (NVRTC compiles with prec-sqrt and prec-div on), exactly as reference::rms_factor.
+__device__ __forceinline__ float rms_factor(double ss, int count, float eps) {
+  float ms = (float)(ss / (double)count);
+  return 1.0f / sqrtf(__fadd_rn(ms, eps));
+}
+
+__device__ __forceinline__ float sigmoidf_(float z) { return 1.0f / (1.0f + expf(-z)); }
+
+// ceil(log2(x)) of a positive finite float, from its bits (as reference::mxfp8::ceil_log2).
+__device__ __forceinline__ int ceil_log2_f32(float x) {
+  u32 b = __float_as_uint(x);
+  int e = (int)((b >> 23) & 0xff) - 127;
+  return (b & 0x7fffff) ? e + 1 : e;
+}
+
+// E4M3 of two floats (round to nearest even, saturating to +-448); `lo` in the low byte.
+__device__ __forceinline__ u32 e4m3x2(float lo, float hi) {
+  unsigned short r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  return (u32)r;
+}
+
+// The MXFP8 scale of a block with absolute maximum amax: returns the E8M0 byte, sets inv to the
+// exact reciprocal of the power-of-two scale.
+__device__ __forceinline__ u32 mx_scale(float amax, float* inv) {
+  float a = fmaxf(amax, 1e-4f);
+  int e = ceil_log2_f32(__fdiv_rn(a, 448.0f));
+  e = max(-126, min(e, 127));
+  *inv = __uint_as_float((u32)(127 - e) << 23);
+  return (u32)(e + 127);
+}
+
+// Quantizes 8 values (one thread's 16-byte slice) of a 32-element MXFP8 block shared by the 4
+// consecutive lanes lane^1, lane^2 of a quad. All 32 lanes must call this together.
+__device__ __forceinline__ void mx_quantize8(const float v[8], bool valid, unsigned char* q8,
+                                             unsigned char* scale_byte, bool leader) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(v[e]));
+  if (!valid) amax = 0.0f;
+  amax = fmaxf(amax, __shfl_xor_sync(FULL_MASK, amax, 1));
+  amax = fmaxf(amax, __shfl_xor_sync(FULL_MASK, amax, 2));
+  float inv;
+  u32 sb = mx_scale(amax, &inv);
+  if (valid) {
+    uint2 w;
+    w.x = e4m3x2(v[0] * inv, v[1] * inv) | (e4m3x2(v[2] * inv, v[3] * inv) << 16);
+    w.y = e4m3x2(v[4] * inv, v[5] * inv) | (e4m3x2(v[6] * inv, v[7] * inv) << 16);
+    *(uint2*)q8 = w;
+    if (leader) *scale_byte = (unsigned char)sb;
+  }
+}
+
+// Sinkhorn of SPEC section 2 on one token's 4x4 logits held in registers: row softmax + eps,
+// a column pass, then (iters - 1) row and column passes. Division by a row or column sum is a
+// multiplication by its correctly rounded reciprocal (within one f32 ulp of the division).
+__device__ __forceinline__ void sinkhorn4(float c[16], int iters, float eps) {
+#pragma unroll
+  for (int a = 0; a < 4; ++a) {
+    float mx = fmaxf(fmaxf(c[4 * a], c[4 * a + 1]), fmaxf(c[4 * a + 2], c[4 * a + 3]));
+    float s = 0.0f;
+#pragma unroll
+    for (int b = 0; b < 4; ++b) { c[4 * a + b] = expf(c[4 * a + b] - mx); s += c[4 * a + b]; }
+#pragma unroll
+    for (int b = 0; b < 4; ++b) c[4 * a + b] = __fadd_rn(__fdiv_rn(c[4 * a + b], s), eps);
+  }
+  for (int it = 0; it < iters; ++it) {
+    if (it > 0) {
+#pragma unroll
+      for (int a = 0; a < 4; ++a) {
+        float r = __frcp_rn(((c[4 * a] + c[4 * a + 1]) + c[4 * a + 2]) + c[4 * a + 3] + eps);
+#pragma unroll
+        for (int b = 0; b < 4; ++b) c[4 * a + b] *= r;
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      float r = __frcp_rn(((c[b] + c[4 + b]) + c[8 + b]) + c[12 + b] + eps);
+#pragma unroll
+      for (int a = 0; a < 4; ++a) c[4 * a + b] *= r;
+    }
+  }
+}
+
+// Steps 4-7 of SPEC section 2 for n = 4: mixes m[24] -> pre[4], post[4], comb[16].
+__device__ __forceinline__ void gates4(const float m[24], const float* scale, const float* base,
+                                       float hc_eps, float post_mult, int iters, float pre[4],
+                                       float post[4], float comb[16]) {
+  const float s0 = scale[0], s1 = scale[1], s2 = scale[2];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    pre[j] = sigmoidf_(m[j] * s0 + base[j]) + hc_eps;
+    post[j] = sigmoidf_(m[4 + j] * s1 + base[4 + j]) * post_mult;
+  }
+#pragma unroll
+  for (int a = 0; a < 16; ++a) comb[a] = m[8 + a] * s2 + base[8 + a];
+  sinkhorn4(comb, iters, hc_eps);
+}
+
+// One tensor-core step: d += a (16x16 bf16, row) * b (16x8 bf16, col), f32 accumulation.
+__device__ __forceinline__ void mma_bf16(float d[4], const u32 a[4], const u32 b[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Splits an f32 into three bf16 pieces whose sum is the f32 (8 + 8 + 8 significant bits, each
+// remainder exact): the projection runs on bf16 tensor cores with f32 accuracy.
+__device__ __forceinline__ void split3(float f, float& hi, float& mid, float& lo) {
+  hi = bf16_to_f32(f32_to_bf16(f));
+  float r1 = f - hi;
+  mid = bf16_to_f32(f32_to_bf16(r1));
+  lo = r1 - mid;
+}

@@ -1,0 +1,558 @@
+// The fused seam family: one launch per call for seam (V4.1), seam_v4, pre, pre_delayed, entry,
+// head and final, at any T.
+//
+// Work split. H is cut into chunks of 32 channels; a warp owns one chunk of one tile of up to 16
+// tokens and does everything elementwise there (post_map, the carried collapse, the MXFP8 block
+// of its quad) plus that chunk's share of the projection on tensor cores. A block holds W warps
+// (W consecutive chunks, a "group"); blockIdx.x is the group, blockIdx.y walks the token tiles
+// (persistently when gridDim.y < tiles, with the group's slice of fn staged once in shared
+// memory). Each block writes per-token partial records; the last block to finish a tile (an
+// atomic counter per tile, reset by that block) reduces them and runs the per-token tail: the
+// RMS factors, sigmoids, Sinkhorn, and the RMSNorm pass over the layer input.
+//
+// Determinism and batch invariance. A chunk's partial dot products are computed from zero by a
+// fixed sequence of MMAs, and chunk partials are combined by a pairwise tree over the chunk index
+// padded with zeros to a power of two. The levels below W are summed inside the block, the rest
+// by the tile's last block; every split gives the same tree, hence the same bits, whatever T, W,
+// the tile size or the token's row. Sums of squares are accumulated in f64, where squares of
+// bf16 values add exactly, so their order does not matter (and they match the CPU reference).
+//
+// Accuracy. The projection multiplies bf16 streams by fn split into three bf16 pieces
+// (split3), so products and sums are f32-exact up to f32 accumulation: no TF32 anywhere.
+
+#define NS 4        // streams served by the fused path
+#define CHUNK 32    // channels per warp
+#define MAXTT 16    // tokens per tile (the MMA's M)
+#define COEF 24     // per-token carried coefficients staged in shared memory: post 4, comb 16, pre 4
+
+struct FusedParams {
+  const bf16_t* x;
+  const bf16_t* residual;
+  const float* post;
+  const float* comb;
+  const float* pre_in;
+  const float* fn;        // [mixes][NIN*H] (entry: the folded weight [mixes][H])
+  const float* scale;
+  const float* base;
+  const float* norm_w;    // null: no RMSNorm
+  bf16_t* residual_out;
+  bf16_t* layer_input;    // or `out` for head/final
+  float* post_out;
+  float* comb_out;
+  float* pre_out;
+  unsigned char* fp8_q;   // null: no MXFP8 output
+  unsigned char* fp8_s;
+  float* rec_m;           // [T][nrec][NMIX]
+  double* rec_ss;         // [T][nrec][2]: gate and norm sums of squares
+  u32* counters;          // [tiles], zero between launches
+  int T, H, tt, tiles, W, nrec, rpad, fn_smem, rows_batch, iters;
+  float hc_eps, rms_eps, norm_eps, post_mult;
+};
+
+// Bytes of shared memory a launch needs (mirrored in plan.rs).
+//   [fn slice, if fn_smem][coef MAXTT*COEF f32][scratch]
+// scratch = max(in-block partials, finisher tree buffers)
+
+template <int NIN, int NMIX>
+struct Shape {
+  static constexpr int NT = NMIX > 0 ? (NMIX + 7) / 8 : 1;  // n-tiles of 8 mixes
+  static constexpr int NMIXP = NT * 8;                       // padded mixes (B columns)
+  static constexpr int NM = NMIX > 0 ? NMIX : 1;             // record stride (never 0)
+};
+
+// Writes 8 layer-input values (bf16, and MXFP8 when asked). All lanes of the warp call it.
+__device__ __forceinline__ void emit_li(const FusedParams& p, int tok, int h, const float v[8],
+                                        bool valid, bool leader) {
+  if (valid) *(uint4*)(p.layer_input + (size_t)tok * p.H + h) = pack8(v);
+  if (p.fp8_q) {
+    mx_quantize8(v, valid, p.fp8_q + (size_t)tok * p.H + h,
+                 p.fp8_s + (size_t)tok * (p.H / 32) + h / 32, leader);
+  }
+}
+
+template <int NIN, int NMIX>
+__device__ __forceinline__ void load_fn8(const FusedParams& p, const float* sfn, int j, int mrow,
+                                         int warp, int q, int chunk, float f[8]) {
+  if (mrow < NMIX && chunk * CHUNK < p.H) {
+    if (p.fn_smem) {
+      // [j][mrow][W*8 float4], float4 column swizzled by (mrow & 1) against bank conflicts.
+      const int row4 = p.W * 8;
+      const float4* s = (const float4*)sfn + ((size_t)(j * Shape<NIN, NMIX>::NMIXP + mrow) * row4);
+      const int c0 = (warp * 8 + 2 * q) ^ (mrow & 1);
+      const int c1 = (warp * 8 + 2 * q + 1) ^ (mrow & 1);
+      float4 a = s[c0], b = s[c1];
+      f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w;
+      f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
+    } else {
+      const size_t K = (size_t)NIN * p.H;
+      const float4* g = (const float4*)(p.fn + (size_t)mrow * K + (size_t)j * p.H + chunk * CHUNK + 8 * q);
+      float4 a = __ldg(g), b = __ldg(g + 1);
+      f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w;
+      f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) f[e] = 0.0f;
+  }
+}
+
+// The per-tile tail, run by the last block of the tile.
+template <int PM, int NIN, int NMIX, int CARRIED>
+__device__ void finish_tile(const FusedParams& p, int tile, float* scratch) {
+  const int tid = threadIdx.x, nthr = blockDim.x;
+  const int row0 = tile * p.tt;
+  const int rows = min(p.tt, p.T - row0);
+  const bool has_norm = p.norm_w != nullptr;
+  constexpr int NM = Shape<NIN, NMIX>::NM;
+  // Per-row state in shared memory.
+  __shared__ float s_m[MAXTT][NM];
+  __shared__ float s_p[MAXTT][NS];
+  __shared__ float s_rinv[MAXTT];
+  __shared__ double s_ss[MAXTT][2];
+
+  // 1) Upper levels of the chunk tree, rows_batch rows at a time.
+  if (NMIX > 0) {
+    for (int rb = 0; rb < rows; rb += p.rows_batch) {
+      const int nb = min(p.rows_batch, rows - rb);
+      const int seg = p.rpad;
+      for (int i = tid; i < nb * NM * seg; i += nthr) {
+        const int r = i / (NM * seg), rem = i % (NM * seg), mix = rem / seg, k = rem % seg;
+        float v = 0.0f;
+        if (k < p.nrec) v = ld_cg_f32(p.rec_m + ((size_t)(row0 + rb + r) * p.nrec + k) * NM + mix);
+        scratch[(r * NM + mix) * seg + k] = v;
+      }
+      __syncthreads();
+      for (int s = 1; s < seg; s <<= 1) {
+        const int pairs = seg / (2 * s);
+        for (int i = tid; i < nb * NM * pairs; i += nthr) {
+          const int sg = i / pairs, k = (i % pairs) * 2 * s;
+          scratch[sg * seg + k] += scratch[sg * seg + k + s];
+        }
+        __syncthreads();
+      }
+      for (int i = tid; i < nb * NM; i += nthr) s_m[rb + i / NM][i % NM] = scratch[i * seg];
+      __syncthreads();
+    }
+  }
+  if (tid < rows) {
+    double sg = 0.0, sn = 0.0;
+    for (int k = 0; k < p.nrec; ++k) {
+      const double* r = p.rec_ss + ((size_t)(row0 + tid) * p.nrec + k) * 2;
+      sg += ld_cg_f64(r);
+      sn += ld_cg_f64(r + 1);
+    }
+    s_ss[tid][0] = sg;
+    s_ss[tid][1] = sn;
+  }
+  __syncthreads();
+
+  // 2) Gates, one thread per token.
+  if (tid < rows) {
+    const int tok = row0 + tid;
+    if (NMIX == 24) {
+      const float rinv = rms_factor(s_ss[tid][0], NIN * p.H, p.rms_eps);
+      float m[24], pre[4], post[4], comb[16];
+#pragma unroll
+      for (int c = 0; c < 24; ++c) m[c] = rinv * s_m[tid][c];
+      gates4(m, p.scale, p.base, p.hc_eps, p.post_mult, p.iters, pre, post, comb);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        p.pre_out[tok * 4 + j] = pre[j];
+        p.post_out[tok * 4 + j] = post[j];
+        s_p[tid][j] = pre[j];
+      }
+#pragma unroll
+      for (int a = 0; a < 16; ++a) p.comb_out[tok * 16 + a] = comb[a];
+    } else if (NMIX == 4) {
+      const float rinv = rms_factor(s_ss[tid][0], NIN * p.H, p.rms_eps);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float pj = sigmoidf_(rinv * s_m[tid][j] * p.scale[0] + p.base[j]) + p.hc_eps;
+        p.pre_out[tok * 4 + j] = pj;
+        s_p[tid][j] = pj;
+      }
+    }
+    if (CARRIED && has_norm) s_rinv[tid] = rms_factor(s_ss[tid][1], p.H, p.norm_eps);
+  }
+  __syncthreads();
+
+  // 3) Layer-input passes. Threads are split evenly over the rows (tpr per row, a multiple of
+  //    4, so an MXFP8 block of 4 vectors stays in one quad of one warp).
+  int rows_pad = 1;
+  while (rows_pad < rows) rows_pad <<= 1;
+  const int tpr = nthr / rows_pad;
+  const int r = tid / tpr, lr = tid % tpr;
+  const int H8 = p.H / 8;
+  const int iters = (H8 + tpr - 1) / tpr;
+  const int tok = row0 + r;
+  const bool row_ok = r < rows;
+
+  if (!CARRIED) {
+    double ss = 0.0;
+    for (int it = 0; it < iters; ++it) {
+      const int v = lr + it * tpr;
+      const bool ok = row_ok && v < H8;
+      float c[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) c[e] = 0.0f;
+      if (ok) {
+        const bf16_t* src = PM ? p.residual_out : p.residual;
+        float s[NS][8];
+#pragma unroll
+        for (int j = 0; j < NS; ++j) {
+          const bf16_t* ptr = src + ((size_t)tok * NS + j) * p.H + 8 * v;
+          unpack8(PM ? ld_cg4(ptr) : __ldg((const uint4*)ptr), s[j]);
+        }
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          float acc = __fmul_rn(s_p[r][0], s[0][e]);
+#pragma unroll
+          for (int j = 1; j < NS; ++j) acc = __fadd_rn(acc, __fmul_rn(s_p[r][j], s[j][e]));
+          c[e] = acc;
+        }
+      }
+      if (has_norm) {
+        if (ok) {
+          const uint4 cb = pack8(c);
+          *(uint4*)(p.layer_input + (size_t)tok * p.H + 8 * v) = cb;
+          float cr[8];
+          unpack8(cb, cr);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) ss += (double)(cr[e] * cr[e]);
+        }
+      } else {
+        emit_li(p, tok, 8 * v, c, ok, (v & 3) == 0);
+      }
+    }
+    if (has_norm) {
+      double* red = (double*)scratch;
+      red[tid] = ss;
+      __syncthreads();
+      for (int s = tpr / 2; s > 0; s >>= 1) {
+        if (lr < s) red[tid] += red[tid + s];
+        __syncthreads();
+      }
+      if (lr == 0 && row_ok) s_rinv[r] = rms_factor(red[tid], p.H, p.norm_eps);
+      __syncthreads();
+    }
+  }
+  if (has_norm) {
+    const float rinv = row_ok ? s_rinv[r] : 0.0f;
+    for (int it = 0; it < iters; ++it) {
+      const int v = lr + it * tpr;
+      const bool ok = row_ok && v < H8;
+      float val[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) val[e] = 0.0f;
+      if (ok) {
+        float c[8], w[8];
+        const size_t off = (size_t)tok * p.H + 8 * v;
+        // The entry seam's layer input before the norm is x itself.
+        unpack8(NIN == 1 ? __ldg((const uint4*)(p.x + off)) : ld_cg4(p.layer_input + off), c);
+        const float4* wp = (const float4*)(p.norm_w + 8 * v);
+        const float4 w0 = __ldg(wp), w1 = __ldg(wp + 1);
+        w[0] = w0.x; w[1] = w0.y; w[2] = w0.z; w[3] = w0.w;
+        w[4] = w1.x; w[5] = w1.y; w[6] = w1.z; w[7] = w1.w;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) val[e] = __fmul_rn(__fmul_rn(c[e], rinv), w[e]);
+      }
+      emit_li(p, tok, 8 * v, val, ok, (v & 3) == 0);
+    }
+  }
+}
+
+template <int PM, int NIN, int NMIX, int CARRIED>
+__device__ void seam_kernel_body(const FusedParams& p) {
+  typedef Shape<NIN, NMIX> S;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int tid = threadIdx.x;
+  const int warp = tid / WARP, lane = tid % WARP;
+  const int g = lane >> 2, q = lane & 3;
+  const int grp = blockIdx.x;
+  const int chunk = grp * p.W + warp;
+  const bool has_norm = p.norm_w != nullptr;
+  // The tail is needed unless the op is a plain carried collapse without norm.
+  const bool need_finish = NMIX > 0 || has_norm || !CARRIED;
+
+  const size_t fn_bytes = (NMIX > 0 && p.fn_smem) ? (size_t)NIN * S::NMIXP * p.W * CHUNK * 4 : 0;
+  float* sfn = (float*)smem;
+  float* scoef = (float*)(smem + fn_bytes);
+  float* scratch = scoef + MAXTT * COEF;
+  __shared__ int s_last;
+
+  if (NMIX > 0 && p.fn_smem) {
+    const int row4 = p.W * 8;
+    const int total = NIN * S::NMIXP * row4;
+    const size_t K = (size_t)NIN * p.H;
+    for (int i = tid; i < total; i += blockDim.x) {
+      const int j = i / (S::NMIXP * row4), rem = i % (S::NMIXP * row4);
+      const int mrow = rem / row4, c4 = rem % row4;
+      const int h = grp * p.W * CHUNK + c4 * 4;
+      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (mrow < NMIX && h < p.H) v = __ldg((const float4*)(p.fn + (size_t)mrow * K + (size_t)j * p.H + h));
+      ((float4*)sfn)[(size_t)(j * S::NMIXP + mrow) * row4 + (c4 ^ (mrow & 1))] = v;
+    }
+  }
+
+  for (int tile = blockIdx.y; tile < p.tiles; tile += gridDim.y) {
+    __syncthreads();  // the previous tile's readers of scoef/scratch are done; sfn is staged
+    const int row0 = tile * p.tt;
+    for (int i = tid; i < p.tt * COEF; i += blockDim.x) {
+      const int r = i / COEF, c = i % COEF, tok = row0 + r;
+      float v = 0.0f;
+      if (tok < p.T) {
+        if (PM && c < 4) v = p.post[tok * 4 + c];
+        else if (PM && c < 20) v = p.comb[tok * 16 + (c - 4)];
+        else if (CARRIED && NIN == NS && c >= 20) v = p.pre_in[tok * 4 + (c - 20)];
+      }
+      scoef[i] = v;
+    }
+    __syncthreads();
+
+    const bool chunk_ok = warp < p.W && chunk * CHUNK < p.H;
+    const int h = chunk * CHUNK + 8 * q;
+    int tok[2];
+    bool ok[2];
+    tok[0] = row0 + g;
+    tok[1] = row0 + g + 8;
+    ok[0] = chunk_ok && g < p.tt && tok[0] < p.T;
+    ok[1] = chunk_ok && g + 8 < p.tt && tok[1] < p.T;
+
+    // The streams the projection reads, as bf16 vectors: r' (post_map), r, or x (entry).
+    uint4 av[2][NIN];
+    double ssg[2] = {0.0, 0.0}, ssn[2] = {0.0, 0.0};
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const uint4 z = make_uint4(0, 0, 0, 0);
+      uint4 xv = z, rv[NS];
+#pragma unroll
+      for (int j = 0; j < NS; ++j) rv[j] = z;
+      if (ok[rr]) {
+        if (PM || NIN == 1) xv = __ldg((const uint4*)(p.x + (size_t)tok[rr] * p.H + h));
+        if (NIN == NS) {
+#pragma unroll
+          for (int j = 0; j < NS; ++j) rv[j] = __ldg((const uint4*)(p.residual + ((size_t)tok[rr] * NS + j) * p.H + h));
+        }
+      }
+      const float* cf = scoef + (g + 8 * rr) * COEF;
+      if (PM) {
+        float xf[8], rf[NS][8];
+        unpack8(xv, xf);
+#pragma unroll
+        for (int i = 0; i < NS; ++i) unpack8(rv[i], rf[i]);
+#pragma unroll
+        for (int j = 0; j < NS; ++j) {
+          float o[8];
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            float acc = __fmul_rn(cf[j], xf[e]);
+#pragma unroll
+            for (int i = 0; i < NS; ++i) acc = __fadd_rn(acc, __fmul_rn(cf[4 + i * 4 + j], rf[i][e]));
+            o[e] = acc;
+          }
+          av[rr][j] = pack8(o);
+          if (ok[rr]) *(uint4*)(p.residual_out + ((size_t)tok[rr] * NS + j) * p.H + h) = av[rr][j];
+        }
+      } else if (NIN == 1) {
+        av[rr][0] = xv;
+        if (ok[rr]) {
+#pragma unroll
+          for (int j = 0; j < NS; ++j) *(uint4*)(p.residual_out + ((size_t)tok[rr] * NS + j) * p.H + h) = xv;
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < NIN; ++j) av[rr][j] = rv[j];
+      }
+      // Sum of squares for the gates' RMS factor.
+      if (NMIX > 0) {
+#pragma unroll
+        for (int j = 0; j < NIN; ++j) {
+          float f[8];
+          unpack8(av[rr][j], f);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) ssg[rr] += (double)(f[e] * f[e]);
+        }
+      }
+      // The carried collapse (the layer input does not wait for this seam's gates).
+      if (CARRIED) {
+        float c[8];
+        if (NIN == NS) {
+          float s[NS][8];
+#pragma unroll
+          for (int j = 0; j < NS; ++j) unpack8(av[rr][j], s[j]);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            float acc = __fmul_rn(cf[20], s[0][e]);
+#pragma unroll
+            for (int j = 1; j < NS; ++j) acc = __fadd_rn(acc, __fmul_rn(cf[20 + j], s[j][e]));
+            c[e] = acc;
+          }
+        } else {
+          unpack8(xv, c);  // entry: one-hot carried pre-mix, the layer input is x
+        }
+        if (has_norm) {
+          const uint4 cb = pack8(c);
+          if (ok[rr] && NIN == NS) *(uint4*)(p.layer_input + (size_t)tok[rr] * p.H + h) = cb;
+          float cr[8];
+          unpack8(cb, cr);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) ssn[rr] += (double)(cr[e] * cr[e]);
+        } else {
+          emit_li(p, tok[rr], h, c, ok[rr], q == 0);
+        }
+      }
+    }
+
+    if (!need_finish) continue;
+
+    // This chunk's projection on tensor cores, from zero, in the canonical order.
+    float d[S::NT][4];
+#pragma unroll
+    for (int nt = 0; nt < S::NT; ++nt) d[nt][0] = d[nt][1] = d[nt][2] = d[nt][3] = 0.0f;
+    if (NMIX > 0) {
+#pragma unroll
+      for (int j = 0; j < NIN; ++j) {
+#pragma unroll
+        for (int nt = 0; nt < S::NT; ++nt) {
+          float f[8];
+          load_fn8<NIN, NMIX>(p, sfn, j, nt * 8 + g, warp, q, chunk_ok ? chunk : p.H, f);
+#pragma unroll
+          for (int u = 0; u < 2; ++u) {
+            float h0, m0, l0, h1, m1, l1, h2, m2, l2, h3, m3, l3;
+            split3(f[4 * u + 0], h0, m0, l0);
+            split3(f[4 * u + 1], h1, m1, l1);
+            split3(f[4 * u + 2], h2, m2, l2);
+            split3(f[4 * u + 3], h3, m3, l3);
+            const u32 a[4] = {word(av[0][j], 2 * u), word(av[1][j], 2 * u), word(av[0][j], 2 * u + 1),
+                              word(av[1][j], 2 * u + 1)};
+            const u32 bh[2] = {pack_bf16x2(h0, h1), pack_bf16x2(h2, h3)};
+            const u32 bm[2] = {pack_bf16x2(m0, m1), pack_bf16x2(m2, m3)};
+            const u32 bl[2] = {pack_bf16x2(l0, l1), pack_bf16x2(l2, l3)};
+            mma_bf16(d[nt], a, bh);
+            mma_bf16(d[nt], a, bm);
+            mma_bf16(d[nt], a, bl);
+          }
+        }
+      }
+    }
+    // Quad sums of the squares (exact in f64, so any order).
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      ssg[rr] += __shfl_xor_sync(FULL_MASK, ssg[rr], 1);
+      ssg[rr] += __shfl_xor_sync(FULL_MASK, ssg[rr], 2);
+      ssn[rr] += __shfl_xor_sync(FULL_MASK, ssn[rr], 1);
+      ssn[rr] += __shfl_xor_sync(FULL_MASK, ssn[rr], 2);
+    }
+    // Partials to shared memory: part[warp][row][mix] then ss[warp][row][2].
+    const int nw = blockDim.x / WARP;
+    float* part = scratch;
+    double* sss = (double*)(scratch + nw * MAXTT * S::NM);
+    if (warp < p.W) {
+      if (NMIX > 0) {
+#pragma unroll
+        for (int nt = 0; nt < S::NT; ++nt) {
+          const int c0 = nt * 8 + 2 * q;
+          if (c0 < NMIX) {
+            part[(warp * MAXTT + g) * S::NM + c0] = d[nt][0];
+            part[(warp * MAXTT + g) * S::NM + c0 + 1] = d[nt][1];
+            part[(warp * MAXTT + g + 8) * S::NM + c0] = d[nt][2];
+            part[(warp * MAXTT + g + 8) * S::NM + c0 + 1] = d[nt][3];
+          }
+        }
+      }
+      if (q == 0) {
+        sss[(warp * MAXTT + g) * 2] = ssg[0];
+        sss[(warp * MAXTT + g) * 2 + 1] = ssn[0];
+        sss[(warp * MAXTT + g + 8) * 2] = ssg[1];
+        sss[(warp * MAXTT + g + 8) * 2 + 1] = ssn[1];
+      }
+    }
+    __syncthreads();
+    // Tree over the block's W chunks (levels below W), then one record per token.
+    const int rows = min(p.tt, p.T - row0);
+    if (NMIX > 0) {
+      for (int i = tid; i < rows * S::NM; i += blockDim.x) {
+        const int r = i / S::NM, mix = i % S::NM;
+        float v[8];
+#pragma unroll
+        for (int w = 0; w < 8; ++w) v[w] = w < p.W ? part[(w * MAXTT + r) * S::NM + mix] : 0.0f;
+        if (p.W > 1) { v[0] += v[1]; v[2] += v[3]; v[4] += v[5]; v[6] += v[7]; }
+        if (p.W > 2) { v[0] += v[2]; v[4] += v[6]; }
+        if (p.W > 4) { v[0] += v[4]; }
+        p.rec_m[((size_t)(row0 + r) * p.nrec + grp) * S::NM + mix] = v[0];
+      }
+    }
+    for (int r = tid; r < rows; r += blockDim.x) {
+      double sg = 0.0, sn = 0.0;
+      for (int w = 0; w < p.W; ++w) {
+        sg += sss[(w * MAXTT + r) * 2];
+        sn += sss[(w * MAXTT + r) * 2 + 1];
+      }
+      double* rec = p.rec_ss + ((size_t)(row0 + r) * p.nrec + grp) * 2;
+      rec[0] = sg;
+      rec[1] = sn;
+    }
+    // Publish, then let the last block of this tile finish it.
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) s_last = atomicAdd(p.counters + tile, 1u) == (u32)(gridDim.x - 1);
+    __syncthreads();
+    if (s_last) {
+      __threadfence();
+      finish_tile<PM, NIN, NMIX, CARRIED>(p, tile, scratch);
+      if (tid == 0) p.counters[tile] = 0;
+    }
+  }
+}
+
+#define SEAM_KERNEL(name, PM, NIN, NMIX, CARRIED)                                    \
+  extern "C" __global__ void __launch_bounds__(256) name(const FusedParams p) {      \
+    seam_kernel_body<PM, NIN, NMIX, CARRIED>(p);                                     \
+  }
+
+SEAM_KERNEL(mhc_seam, 1, 4, 24, 1)
+SEAM_KERNEL(mhc_seam_v4, 1, 4, 24, 0)
+SEAM_KERNEL(mhc_pre_delayed, 0, 4, 24, 1)
+SEAM_KERNEL(mhc_pre, 0, 4, 24, 0)
+SEAM_KERNEL(mhc_entry, 0, 1, 24, 1)
+SEAM_KERNEL(mhc_head, 0, 4, 4, 0)
+SEAM_KERNEL(mhc_final, 0, 4, 0, 1)
+
+// post_map alone, vectorized: one thread per (token, 8 channels), all four streams.
+extern "C" __global__ void mhc_post(const bf16_t* __restrict__ x, const bf16_t* __restrict__ r,
+                                    const float* __restrict__ post, const float* __restrict__ comb,
+                                    bf16_t* __restrict__ out, int T, int H) {
+  const int H8 = H / 8;
+  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= (size_t)T * H8) return;
+  const size_t t = i / H8;
+  const int h = (int)(i % H8) * 8;
+  float xf[8], rf[NS][8];
+  unpack8(__ldg((const uint4*)(x + t * H + h)), xf);
+#pragma unroll
+  for (int s = 0; s < NS; ++s) unpack8(__ldg((const uint4*)(r + (t * NS + s) * H + h)), rf[s]);
+#pragma unroll
+  for (int j = 0; j < NS; ++j) {
+    float o[8];
+    const float pj = post[t * NS + j];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      float acc = __fmul_rn(pj, xf[e]);
+#pragma unroll
+      for (int s = 0; s < NS; ++s) acc = __fadd_rn(acc, __fmul_rn(comb[t * 16 + s * 4 + j], rf[s][e]));
+      o[e] = acc;
+    }
+    *(uint4*)(out + (t * NS + j) * H + h) = pack8(o);
+  }
+}
+
+// expand, vectorized: one thread per (token, 8 channels).
+extern "C" __global__ void mhc_expand(const bf16_t* __restrict__ x, bf16_t* __restrict__ out, int T, int n, int H) {
+  const int H8 = H / 8;
+  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= (size_t)T * H8) return;
+  const size_t t = i / H8;
+  const int h = (int)(i % H8) * 8;
+  const uint4 v = __ldg((const uint4*)(x + t * H + h));
+  for (int s = 0; s < n; ++s) *(uint4*)(out + (t * n + s) * H + h) = v;
+}

@@ -1,0 +1,220 @@
+// The unfused path: one kernel per elementary step of SPEC.md, for any n and any H, the way a
+// plain port of the math would run it. It is the generic GPU path for inputs the fused kernels do
+// not serve (n != 4, H not a multiple of 32, unaligned buffers) and the baseline the benchmark
+// measures the fused path against. Its elementwise formulas are the reference's, operation for
+// operation, so its bf16 outputs match the CPU bit for bit.
+
+#define BLOCK 256
+
+// post_map: one thread per output element.
+extern "C" __global__ void uf_post_map(const bf16_t* x, const bf16_t* r, const float* post,
+                                       const float* comb, bf16_t* out, int T, int n, int H) {
+  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= (size_t)T * n * H) return;
+  const int h = i % H;
+  const int j = (i / H) % n;
+  const size_t t = i / ((size_t)H * n);
+  float acc = __fmul_rn(post[t * n + j], bf16_to_f32(x[t * H + h]));
+  for (int s = 0; s < n; ++s)
+    acc = __fadd_rn(acc, __fmul_rn(comb[(t * n + s) * n + j], bf16_to_f32(r[(t * n + s) * H + h])));
+  out[i] = f32_to_bf16(acc);
+}
+
+// Block-wide f64 sum; every thread gets the total. Fixed order (deterministic).
+__device__ double block_sum(double v) {
+  __shared__ double red[BLOCK];
+  red[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
+    __syncthreads();
+  }
+  double t = red[0];
+  __syncthreads();
+  return t;
+}
+
+// RMS factor of each token's K elements (one block per token).
+extern "C" __global__ void uf_rms(const bf16_t* src, float* rinv, int T, int K, float eps) {
+  const size_t t = blockIdx.x;
+  double ss = 0.0;
+  for (int k = threadIdx.x; k < K; k += blockDim.x) {
+    const float f = bf16_to_f32(src[t * K + k]);
+    ss += (double)(f * f);
+  }
+  ss = block_sum(ss);
+  if (threadIdx.x == 0) rinv[t] = rms_factor(ss, K, eps);
+}
+
+// m[t][c] = rinv[t] * sum_k src[t][k] * fn[c][k]: one block per (token, mix).
+extern "C" __global__ void uf_project(const bf16_t* src, const float* fn, const float* rinv,
+                                      float* m, int T, int K, int M) {
+  const size_t t = blockIdx.x / M;
+  const int c = blockIdx.x % M;
+  __shared__ float red[BLOCK];
+  float acc = 0.0f;
+  for (int k = threadIdx.x; k < K; k += blockDim.x) acc += bf16_to_f32(src[t * K + k]) * fn[(size_t)c * K + k];
+  red[threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) m[t * M + c] = rinv[t] * red[0];
+}
+
+// pre[t][j] = sigmoid(m * scale[0] + base) + eps   (also the V4 head's coefficients)
+extern "C" __global__ void uf_gate_pre(const float* m, const float* scale, const float* base,
+                                       float* pre, int T, int n, int M, float eps) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= T * n) return;
+  const int t = i / n, j = i % n;
+  pre[i] = sigmoidf_(m[t * M + j] * scale[0] + base[j]) + eps;
+}
+
+// post[t][j] = sigmoid(m * scale[1] + base) * post_mult
+extern "C" __global__ void uf_gate_post(const float* m, const float* scale, const float* base,
+                                        float* post, int T, int n, int M, float post_mult) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= T * n) return;
+  const int t = i / n, j = i % n;
+  post[i] = sigmoidf_(m[t * M + n + j] * scale[1] + base[n + j]) * post_mult;
+}
+
+// comb logits L = m * scale[2] + base
+extern "C" __global__ void uf_comb_logits(const float* m, const float* scale, const float* base,
+                                          float* comb, int T, int n, int M) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= T * n * n) return;
+  const int t = i / (n * n), a = i % (n * n);
+  comb[i] = m[t * M + 2 * n + a] * scale[2] + base[2 * n + a];
+}
+
+// Row softmax + eps: one thread per row.
+extern "C" __global__ void uf_row_softmax(float* comb, int rows, int n, float eps) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= rows) return;
+  float* c = comb + (size_t)i * n;
+  float mx = c[0];
+  for (int b = 1; b < n; ++b) mx = fmaxf(mx, c[b]);
+  float s = 0.0f;
+  for (int b = 0; b < n; ++b) { c[b] = expf(c[b] - mx); s += c[b]; }
+  for (int b = 0; b < n; ++b) c[b] = __fadd_rn(__fdiv_rn(c[b], s), eps);
+}
+
+// One Sinkhorn row pass (C /= rowsum + eps): one thread per row.
+extern "C" __global__ void uf_row_norm(float* comb, int rows, int n, float eps) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= rows) return;
+  float* c = comb + (size_t)i * n;
+  float s = 0.0f;
+  for (int b = 0; b < n; ++b) s += c[b];
+  s += eps;
+  for (int b = 0; b < n; ++b) c[b] = __fdiv_rn(c[b], s);
+}
+
+// One Sinkhorn column pass (C /= colsum + eps): one thread per (token, column).
+extern "C" __global__ void uf_col_norm(float* comb, int T, int n, float eps) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= T * n) return;
+  float* c = comb + (size_t)(i / n) * n * n;
+  const int b = i % n;
+  float s = 0.0f;
+  for (int a = 0; a < n; ++a) s += c[a * n + b];
+  s += eps;
+  for (int a = 0; a < n; ++a) c[a * n + b] = __fdiv_rn(c[a * n + b], s);
+}
+
+// collapse: c[t][h] = sum_j p[t][j] r[t][j][h]; writes bf16 and the f32 sums (for MXFP8).
+extern "C" __global__ void uf_collapse(const bf16_t* r, const float* p, bf16_t* out, float* vals,
+                                       int T, int n, int H) {
+  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= (size_t)T * H) return;
+  const size_t t = i / H;
+  const int h = i % H;
+  float acc = __fmul_rn(p[t * n], bf16_to_f32(r[t * n * H + h]));
+  for (int j = 1; j < n; ++j) acc = __fadd_rn(acc, __fmul_rn(p[t * n + j], bf16_to_f32(r[(t * n + j) * H + h])));
+  out[i] = f32_to_bf16(acc);
+  if (vals) vals[i] = acc;
+}
+
+// rmsnorm: one block per token; writes bf16 and the f32 products (for MXFP8).
+extern "C" __global__ void uf_rmsnorm(const bf16_t* c, const float* w, bf16_t* out, float* vals,
+                                      int T, int H, float eps) {
+  const size_t t = blockIdx.x;
+  double ss = 0.0;
+  for (int h = threadIdx.x; h < H; h += blockDim.x) {
+    const float f = bf16_to_f32(c[t * H + h]);
+    ss += (double)(f * f);
+  }
+  ss = block_sum(ss);
+  const float rinv = rms_factor(ss, H, eps);
+  for (int h = threadIdx.x; h < H; h += blockDim.x) {
+    const float v = __fmul_rn(__fmul_rn(bf16_to_f32(c[t * H + h]), rinv), w[h]);
+    out[t * H + h] = f32_to_bf16(v);
+    if (vals) vals[t * H + h] = v;
+  }
+}
+
+// MXFP8 of f32 values [T*H] (H a multiple of 32): one thread per 32-element block.
+extern "C" __global__ void uf_mxfp8(const float* vals, unsigned char* q, unsigned char* s, size_t blocks) {
+  const size_t b = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= blocks) return;
+  const float* v = vals + b * 32;
+  float amax = 0.0f;
+  for (int e = 0; e < 32; ++e) amax = fmaxf(amax, fabsf(v[e]));
+  float inv;
+  s[b] = (unsigned char)mx_scale(amax, &inv);
+  for (int e = 0; e < 32; e += 2) {
+    const u32 two = e4m3x2(v[e] * inv, v[e + 1] * inv);
+    q[b * 32 + e] = (unsigned char)(two & 0xff);
+    q[b * 32 + e + 1] = (unsigned char)(two >> 8);
+  }
+}
+
+// Broadcast x [T,H] to n streams.
+extern "C" __global__ void uf_expand(const bf16_t* x, bf16_t* out, int T, int n, int H) {
+  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= (size_t)T * n * H) return;
+  const size_t t = i / ((size_t)n * H);
+  out[i] = x[t * H + i % H];
+}
+
+// bf16 -> f32 widening (the entry seam's layer input values before MXFP8).
+extern "C" __global__ void uf_widen(const bf16_t* x, float* out, size_t len) {
+  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < len) out[i] = bf16_to_f32(x[i]);
+}
+
+// The entry seam's folded weight fnb[c][h] = sum_j fn[c][j*H + h] (computed once per weight).
+extern "C" __global__ void uf_fold(const float* fn, float* fnb, int M, int n, int H) {
+  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= (size_t)M * H) return;
+  const size_t c = i / H;
+  const int h = i % H;
+  float acc = fn[c * n * H + h];
+  for (int j = 1; j < n; ++j) acc = __fadd_rn(acc, fn[c * n * H + (size_t)j * H + h]);
+  fnb[i] = acc;
+}
+
+// Vectorized device copy (the bandwidth yardstick of the benchmark).
+extern "C" __global__ void mhc_copy(const uint4* src, uint4* dst, size_t n16) {
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += (size_t)gridDim.x * blockDim.x)
+    dst[i] = src[i];
+}
+
+// Fill with a 16-bit pattern (poisoning outputs with NaN before checks).
+extern "C" __global__ void mhc_fill16(unsigned short* dst, unsigned short v, size_t n) {
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    dst[i] = v;
+}
+
+// The compressor projection for any shape: one thread per output, f64 accumulation.
+extern "C" __global__ void uf_projection(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K) {
+  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= (size_t)M * N) return;
+  const size_t m = i / N, n = i % N;
+  double acc = 0.0;
+  for (int k = 0; k < K; ++k) acc += (double)bf16_to_f32(a[m * K + k]) * (double)bf16_to_f32(w[n * K + k]);
+  y[i] = (float)acc;
+}

@@ -1,0 +1,200 @@
+//! Launch plans of the fused seam kernels: how many chunks a block owns (W), tokens per tile,
+//! how many blocks walk the tiles, and whether a block stages its slice of fn in shared memory.
+//!
+//! Every plan computes the same bits (see kernels/seam.cu), so a plan is chosen freely from T
+//! for speed alone; `MHC_PLAN=W,warps,tt,gridy` overrides the heuristic (for tuning).
+
+use crate::error::{Error, Result};
+
+/// Channels per chunk (one warp's share of H).
+pub const CHUNK: usize = 32;
+/// Most tokens in one tile (the MMA's M).
+pub const MAXTT: usize = 16;
+/// Per-token coefficients staged in shared memory.
+const COEF: usize = 24;
+
+/// The shape of one fused launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct SeamPlan {
+    /// Chunks (warps doing channel work) per block: 1, 2, 4 or 8.
+    pub w: u32,
+    /// Warps per block (>= w; the extra warps help with the per-token tail).
+    pub warps: u32,
+    /// Tokens per tile.
+    pub tt: u32,
+    /// Tiles.
+    pub tiles: u32,
+    /// Blocks along the tiles (gridDim.y); fewer than `tiles` makes blocks persistent.
+    pub grid_y: u32,
+    /// Records per token (= gridDim.x, the groups of w chunks).
+    pub nrec: u32,
+    /// nrec rounded up to a power of two (the tail's tree width).
+    pub rpad: u32,
+    /// Rows the tail reduces at once.
+    pub rows_batch: u32,
+    /// Stage fn in shared memory (persistent blocks).
+    pub fn_smem: bool,
+    /// Dynamic shared memory bytes.
+    pub smem: u32,
+}
+
+/// The op's shape as the kernel sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelShape {
+    /// Streams the projection reads (4, or 1 for the entry seam).
+    pub nin: usize,
+    /// Mixes (24, 4 for the head, 0 for final/collapse).
+    pub nmix: usize,
+}
+
+impl KernelShape {
+    fn nmixp(&self) -> usize {
+        if self.nmix == 0 {
+            8
+        } else {
+            self.nmix.div_ceil(8) * 8
+        }
+    }
+    fn nm(&self) -> usize {
+        self.nmix.max(1)
+    }
+}
+
+/// The heuristic's choice of (w, warps, tt, persistent) for T tokens.
+fn default_shape(t: usize) -> (u32, u32, u32, bool) {
+    match t {
+        0..=4 => (1, 4, t.max(1) as u32, false),
+        5..=32 => (2, 4, 8, false),
+        33..=256 => (4, 4, 16, false),
+        _ => (8, 8, 16, true),
+    }
+}
+
+fn parse_override() -> Result<Option<(u32, u32, u32, u32)>> {
+    let Ok(s) = std::env::var("MHC_PLAN") else {
+        return Ok(None);
+    };
+    let v: Vec<u32> = s
+        .split(',')
+        .map(|x| x.trim().parse::<u32>())
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|_| Error::Invalid(format!("MHC_PLAN `{s}`: expected W,warps,tt,gridy")))?;
+    match v.as_slice() {
+        &[w, warps, tt, gy] => Ok(Some((w, warps, tt, gy))),
+        _ => Err(Error::Invalid(format!(
+            "MHC_PLAN `{s}`: expected W,warps,tt,gridy"
+        ))),
+    }
+}
+
+/// Plans a fused launch for T tokens of hidden size H. `occupancy(warps, smem)` returns blocks per
+/// SM; `sms` is the multiprocessor count.
+pub fn plan(
+    shape: KernelShape,
+    t: usize,
+    h: usize,
+    sms: u32,
+    occupancy: &dyn Fn(u32, u32) -> Result<u32>,
+) -> Result<SeamPlan> {
+    let chunks = h.div_ceil(CHUNK);
+    let (w, warps, tt, persistent, gy_override) = match parse_override()? {
+        Some((w, warps, tt, gy)) => {
+            if ![1, 2, 4, 8].contains(&w)
+                || ![1, 2, 4, 8].contains(&warps)
+                || warps < w
+                || tt == 0
+                || tt as usize > MAXTT
+            {
+                return Err(Error::Invalid(format!(
+                    "MHC_PLAN: need W and warps in 1,2,4,8, W <= warps, 1 <= tt <= {MAXTT}"
+                )));
+            }
+            (w, warps, tt, gy > 0, gy)
+        }
+        None => {
+            let (w, warps, tt, p) = default_shape(t);
+            (w, warps, tt, p, 0)
+        }
+    };
+    // The tail splits a block's threads evenly over the tile's rows in multiples of 4.
+    let tt = tt.min(warps * 8);
+    let tiles = t.div_ceil(tt as usize).max(1) as u32;
+    let nrec = chunks.div_ceil(w as usize) as u32;
+    let rpad = nrec.next_power_of_two();
+    let nm = shape.nm();
+    let fn_bytes_if = |on: bool| -> usize {
+        if on && shape.nmix > 0 {
+            shape.nin * shape.nmixp() * w as usize * CHUNK * 4
+        } else {
+            0
+        }
+    };
+    let partials = warps as usize * MAXTT * nm * 4 + warps as usize * MAXTT * 2 * 8;
+    let red = warps as usize * 32 * 8;
+    let smem_for = |fn_smem: bool, rows_batch: usize| -> usize {
+        let tree = rows_batch * nm * rpad as usize * 4;
+        fn_bytes_if(fn_smem) + MAXTT * COEF * 4 + partials.max(tree).max(red)
+    };
+    // Rows per tail batch: all of the tile if the tree fits in the partials' space (or 24 KB).
+    let budget = partials.max(24 * 1024);
+    let rows_batch = (budget / (nm * rpad as usize * 4)).clamp(1, tt as usize);
+    let mut fn_smem = persistent && tiles > 1;
+    let mut grid_y = tiles;
+    if persistent {
+        let smem = smem_for(fn_smem, rows_batch) as u32;
+        let occ = occupancy(warps, smem)?.max(1);
+        let cap = ((occ * sms) / nrec).max(1);
+        grid_y = if gy_override > 0 {
+            gy_override.min(tiles)
+        } else {
+            tiles.min(cap)
+        };
+        fn_smem = grid_y < tiles;
+    }
+    Ok(SeamPlan {
+        w,
+        warps,
+        tt,
+        tiles,
+        grid_y,
+        nrec,
+        rpad,
+        rows_batch: rows_batch as u32,
+        fn_smem,
+        smem: smem_for(fn_smem, rows_batch) as u32,
+    })
+}
+
+/// Workspace bytes a plan needs: (records of m, records of sums of squares, counters).
+pub fn workspace_need(shape: KernelShape, t: usize, p: &SeamPlan) -> (usize, usize, usize) {
+    let rows = t.max(1);
+    (
+        rows * p.nrec as usize * shape.nm() * 4,
+        rows * p.nrec as usize * 2 * 8,
+        p.tiles as usize * 4,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_are_consistent() {
+        let shape = KernelShape { nin: 4, nmix: 24 };
+        let occ = |_w: u32, _s: u32| -> Result<u32> { Ok(2) };
+        for t in [1, 2, 3, 7, 16, 33, 128, 1000, 16384] {
+            for h in [4096, 5120, 7168] {
+                let p = plan(shape, t, h, 132, &occ).unwrap();
+                assert!(p.tt as usize <= MAXTT && p.tt >= 1);
+                assert!(p.tiles as usize * p.tt as usize >= t);
+                assert!(p.grid_y >= 1 && p.grid_y <= p.tiles);
+                assert!(p.rpad >= p.nrec && p.rpad.is_power_of_two());
+                // The tail's threads per row stay a multiple of 4.
+                let rows_pad = (p.tt as usize).next_power_of_two();
+                assert_eq!((p.warps as usize * 32 / rows_pad) % 4, 0);
+                assert!(p.smem <= 227 * 1024, "{t} {h} {p:?}");
+            }
+        }
+    }
+}
