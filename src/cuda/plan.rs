@@ -133,12 +133,17 @@ pub fn plan(
     let red = warps as usize * 32 * 8;
     let smem_for = |fn_smem: bool, rows_batch: usize| -> usize {
         let tree = rows_batch * nm * rpad as usize * 4;
-        fn_bytes_if(fn_smem) + MAXTT * COEF * 4 + partials.max(tree).max(red)
+        fn_bytes_if(fn_smem) + partials.max(tree).max(red).max(MAXTT * COEF * 4)
     };
-    // Rows per tail batch: all of the tile if the tree fits in the partials' space (or 24 KB).
-    let budget = partials.max(24 * 1024);
-    let rows_batch = (budget / (nm * rpad as usize * 4)).clamp(1, tt as usize);
+    // Rows per tail batch: as many as fit in the partials' space (24 KB when fn is not staged;
+    // with fn staged every KB counts, two blocks must fit on a multiprocessor).
     let mut fn_smem = persistent && tiles > 1;
+    let budget = if fn_smem {
+        partials
+    } else {
+        partials.max(24 * 1024)
+    };
+    let rows_batch = (budget / (nm * rpad as usize * 4)).clamp(1, tt as usize);
     let mut grid_y = tiles;
     if persistent {
         let smem = smem_for(fn_smem, rows_batch) as u32;
@@ -194,6 +199,13 @@ mod tests {
                 let rows_pad = (p.tt as usize).next_power_of_two();
                 assert_eq!((p.warps as usize * 32 / rows_pad) % 4, 0);
                 assert!(p.smem <= 227 * 1024, "{t} {h} {p:?}");
+                if p.fn_smem {
+                    // Two blocks per SM: 2 x (dynamic + ~2.2 KB static + 1 KB reserved) <= 228 KB.
+                    assert!(
+                        2 * (p.smem as usize + 2200 + 1024) <= 228 * 1024,
+                        "{t} {h} {p:?}"
+                    );
+                }
             }
         }
     }

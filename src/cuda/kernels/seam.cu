@@ -49,9 +49,8 @@ struct FusedParams {
   float hc_eps, rms_eps, norm_eps, post_mult;
 };
 
-// Bytes of shared memory a launch needs (mirrored in plan.rs).
-//   [fn slice, if fn_smem][coef MAXTT*COEF f32][scratch]
-// scratch = max(in-block partials, finisher tree buffers)
+// Dynamic shared memory (sized in plan.rs): [fn slice, if fn_smem][scratch], where scratch holds
+// in turn the tile's staged coefficients, the warps' partials, and the tail's tree buffers.
 
 template <int NIN, int NMIX>
 struct Shape {
@@ -276,8 +275,8 @@ __device__ void seam_kernel_body(const FusedParams& p) {
 
   const size_t fn_bytes = (NMIX > 0 && p.fn_smem) ? (size_t)NIN * S::NMIXP * p.W * CHUNK * 4 : 0;
   float* sfn = (float*)smem;
-  float* scoef = (float*)(smem + fn_bytes);
-  float* scratch = scoef + MAXTT * COEF;
+  float* scratch = (float*)(smem + fn_bytes);
+  float* scoef = scratch;  // dead once the elementwise phase is over (a barrier separates them)
   __shared__ int s_last;
 
   if (NMIX > 0 && p.fn_smem) {
@@ -443,7 +442,9 @@ __device__ void seam_kernel_body(const FusedParams& p) {
       ssn[rr] += __shfl_xor_sync(FULL_MASK, ssn[rr], 1);
       ssn[rr] += __shfl_xor_sync(FULL_MASK, ssn[rr], 2);
     }
-    // Partials to shared memory: part[warp][row][mix] then ss[warp][row][2].
+    // Partials to shared memory: part[warp][row][mix] then ss[warp][row][2]. They overwrite the
+    // staged coefficients, so every warp must be past its elementwise phase.
+    __syncthreads();
     const int nw = blockDim.x / WARP;
     float* part = scratch;
     double* sss = (double*)(scratch + nw * MAXTT * S::NM);

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Every GPU check and timing of a session, in one command on the GPU machine (GUIDE.md):
+#   scripts/gpu-session.sh [STEP...]     steps: info kernels tests check bench proj all (default all)
+# Expects the binaries of scripts/build-gpu-bundle.sh in .gpu/. Writes logs, JSON and plots under
+# $OUT (or /tmp/mhc-out), packs them into $OUT/session.tar.gz, and prints a short table last.
+set -u
+cd "$(dirname "$0")/.."
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export MHC_CACHE_DIR=${MHC_CACHE_DIR:-/tmp/mhc-kernel-cache}
+OUT=${OUT:-/tmp/mhc-out}
+LOG=$OUT/logs
+mkdir -p "$LOG"
+B=.gpu
+STEPS=${*:-all}
+SUMMARY=$OUT/summary.txt
+: > "$SUMMARY"
+
+want() { [[ " $STEPS " == *" all "* || " $STEPS " == *" $1 "* ]]; }
+step() {
+  local name=$1; shift
+  echo "== $name: $*"
+  local t0=$(date +%s%N)
+  "$@" > "$LOG/$name.log" 2>&1
+  local rc=$?
+  local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  printf '%-22s rc=%-3s %6d ms\n' "$name" "$rc" "$ms" >> "$SUMMARY"
+  tail -n "${TAIL:-25}" "$LOG/$name.log"
+  return 0
+}
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$LOG/nvidia-smi.txt" 2>&1
+want info && step info $B/mhc info
+want kernels && step kernels $B/mhc kernels --json "$OUT/kernels.json"
+if want tests; then
+  step test-kernels env MHC_REQUIRE_NVRTC=1 $B/test-kernels_compile
+  TAIL=60 step test-gpu env MHC_REQUIRE_GPU=1 RUST_BACKTRACE=1 $B/test-gpu --test-threads=1
+fi
+if want check; then
+  step check-cuda $B/mhc check --backend cuda --tokens 1,7,128 --json "$OUT/check.json"
+  step run-roundtrip bash -c "$B/mhc sample --op seam --tokens 5 --norm --output /tmp/in.st && $B/mhc run --op seam --input /tmp/in.st --output /tmp/out.st --backend cuda --fp8"
+  step no-cache-start bash -c "rm -rf /tmp/cold && MHC_CACHE_DIR=/tmp/cold $B/mhc check --backend cuda --tokens 1 --ops seam --preset v4.1-flash && MHC_CACHE_DIR=/tmp/cold $B/mhc check --backend cuda --tokens 1 --ops seam --preset v4.1-flash"
+fi
+if want bench; then
+  for h in ${BENCH_H:-5120 4096 7168}; do
+    step bench-$h $B/mhc bench --backend cuda --hidden $h ${BENCH_ARGS:-} --json "$OUT/bench-$h.json" --plot "$OUT/bench-$h"
+  done
+fi
+if want tune; then
+  for plan in ${PLANS:-}; do
+    MHC_PLAN=$plan step tune-$plan $B/mhc bench --backend cuda --hidden ${TUNE_H:-5120} --tokens ${TUNE_T:-1,128} --no-baseline --no-eager --json "$OUT/tune-$plan.json"
+  done
+fi
+want proj && step bench-proj $B/mhc bench --backend cuda --op projection --json "$OUT/bench-proj.json"
+
+tar -czf "$OUT/session.tar.gz" -C "$OUT" logs $(cd "$OUT" && ls *.json *.svg *.png 2>/dev/null)
+echo "== summary"
+cat "$LOG/nvidia-smi.txt"
+cat "$SUMMARY"

@@ -1,0 +1,253 @@
+//! The `mhc` binary: run round-trips a safetensors file, bad inputs give named errors, check and
+//! bench work on the CPU, and asking for CUDA without a GPU ends with a clear message.
+
+use half::bf16;
+use mhc::ops::{Backend, CpuBackend, Op, OpArgs};
+use mhc::tensor::{HostTensor, read_safetensors, write_safetensors};
+use std::process::Command;
+
+fn mhc(args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_mhc"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn run_roundtrips_a_seam() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.safetensors");
+    let output = dir.path().join("out.safetensors");
+    let (i, o) = (input.to_str().unwrap(), output.to_str().unwrap());
+    let (code, _, err) = mhc(&[
+        "sample", "--op", "seam", "--tokens", "5", "--norm", "--hidden", "256", "--output", i,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = mhc(&[
+        "run",
+        "--op",
+        "seam",
+        "--input",
+        i,
+        "--output",
+        o,
+        "--backend",
+        "cpu",
+        "--fp8",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("route cpu/cpu"), "{err}");
+    let inputs = read_safetensors(&input).unwrap();
+    let outputs = read_safetensors(&output).unwrap();
+    let cfg = mhc::Preset::V41Flash.config();
+    let args = OpArgs::from_map(Op::Seam, &cfg, &inputs, true).unwrap();
+    let want = CpuBackend.execute(&args).unwrap().0.to_map(&args).unwrap();
+    assert_eq!(outputs, want);
+    for name in [
+        "residual_out",
+        "layer_input",
+        "post_out",
+        "comb_out",
+        "pre_out",
+        "layer_input_fp8",
+        "layer_input_scale",
+    ] {
+        assert!(outputs.contains_key(name), "{name} missing");
+    }
+    assert_eq!(outputs["layer_input_scale"].shape, vec![5, 8]);
+}
+
+#[test]
+fn run_names_the_bad_tensor() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.safetensors");
+    let i = input.to_str().unwrap();
+    assert_eq!(
+        mhc(&[
+            "sample", "--op", "seam", "--tokens", "2", "--hidden", "256", "--output", i
+        ])
+        .0,
+        0
+    );
+    let mut m = read_safetensors(&input).unwrap();
+    m.insert(
+        "pre".into(),
+        HostTensor::f32("pre", &[2, 3], vec![0.5; 6]).unwrap(),
+    );
+    write_safetensors(&input, &m).unwrap();
+    let (code, _, err) = mhc(&[
+        "run",
+        "--op",
+        "seam",
+        "--input",
+        i,
+        "--output",
+        "/dev/null",
+        "--backend",
+        "cpu",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("`pre`") && err.contains("[2, 4]") && err.contains("[2, 3]"),
+        "{err}"
+    );
+
+    m.insert(
+        "pre".into(),
+        HostTensor::bf16("pre", &[2, 4], vec![bf16::ONE; 8]).unwrap(),
+    );
+    write_safetensors(&input, &m).unwrap();
+    let (code, _, err) = mhc(&[
+        "run",
+        "--op",
+        "seam",
+        "--input",
+        i,
+        "--output",
+        "/dev/null",
+        "--backend",
+        "cpu",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("`pre`") && err.contains("dtype"), "{err}");
+
+    m.insert(
+        "pre".into(),
+        HostTensor::f32("pre", &[2, 4], vec![0.5; 8]).unwrap(),
+    );
+    m.remove("fn");
+    write_safetensors(&input, &m).unwrap();
+    let (code, _, err) = mhc(&[
+        "run",
+        "--op",
+        "seam",
+        "--input",
+        i,
+        "--output",
+        "/dev/null",
+        "--backend",
+        "cpu",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("`fn`") && err.contains("missing"), "{err}");
+
+    std::fs::write(&input, b"not a safetensors file").unwrap();
+    let (code, _, err) = mhc(&["run", "--op", "seam", "--input", i, "--output", "/dev/null"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("safetensors"), "{err}");
+}
+
+#[test]
+fn check_passes_on_the_cpu() {
+    let (code, out, err) = mhc(&[
+        "check",
+        "--backend",
+        "cpu",
+        "--preset",
+        "v4-flash",
+        "--tokens",
+        "1,2",
+        "--ops",
+        "seam,entry,head",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("0 failed, 0 errors"), "{out}");
+}
+
+#[test]
+fn inspect_lists_and_checks_a_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("model.safetensors");
+    let mut c = mhc::Preset::V4Flash.config();
+    c.layers = 1;
+    let seams = vec![
+        mhc::SeamWeights::synthetic(&c, 1),
+        mhc::SeamWeights::synthetic(&c, 2),
+    ];
+    mhc::weights::write_checkpoint(
+        &p,
+        &c,
+        &seams,
+        Some(&mhc::SeamWeights::synthetic_head(&c, 3)),
+    )
+    .unwrap();
+    let (code, out, err) = mhc(&["inspect", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("layers.0.hc_attn_fn") && out.contains("match the preset"),
+        "{out}"
+    );
+    // Against the wrong preset the shapes are reported.
+    let (code, out, _) = mhc(&["inspect", p.to_str().unwrap(), "--preset", "v4-pro"]);
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("MISMATCH") && out.contains("[24, 28672]"),
+        "{out}"
+    );
+    // A corrupted file is refused with a message, not a crash.
+    let mut bytes = std::fs::read(&p).unwrap();
+    bytes.truncate(bytes.len() / 3);
+    std::fs::write(&p, &bytes).unwrap();
+    let (code, _, err) = mhc(&["inspect", p.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("safetensors"), "{err}");
+}
+
+#[test]
+fn cuda_without_a_gpu_is_a_clear_error() {
+    if mhc::cuda::available() {
+        eprintln!("skipped: a GPU is present");
+        return;
+    }
+    let (code, _, err) = mhc(&["check", "--backend", "cuda"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no CUDA GPU available"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn cpu_bench_writes_json_and_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("b.json");
+    let plot = dir.path().join("b");
+    let (code, out, err) = mhc(&[
+        "bench",
+        "--backend",
+        "cpu",
+        "--hidden",
+        "256",
+        "--tokens",
+        "1,8",
+        "--json",
+        json.to_str().unwrap(),
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(rows.len(), 2);
+    for k in [
+        "backend",
+        "path",
+        "hidden",
+        "tokens",
+        "us_per_seam",
+        "launches_per_seam",
+        "bytes_per_seam",
+        "gbps",
+        "pct_of_copy_bw",
+        "gpu",
+        "commit",
+    ] {
+        assert!(rows[0].get(k).is_some(), "{k}");
+    }
+    assert!(rows[0]["us_per_seam"].as_f64().unwrap() > 0.0);
+    assert!(std::fs::metadata(plot.with_extension("svg")).unwrap().len() > 1000);
+    assert!(std::fs::metadata(plot.with_extension("png")).unwrap().len() > 1000);
+}

@@ -1,0 +1,61 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use mhc::check::{self, Case, CaseReport};
+use mhc::ops::Backend;
+use mhc::spec::{Config, Preset};
+
+/// A config with `n` streams and hidden size `h` (V4.1 constants otherwise).
+pub fn cfg(n: usize, h: usize) -> Config {
+    let mut c = Preset::V41Flash.config().with_hidden(h);
+    c.n = n;
+    c
+}
+
+/// Runs `cases` on `backend` with fresh seeds; panics with a readable report on any failure.
+pub fn run_all(backend: &dyn Backend, cfg: &Config, cases: &[Case]) -> Vec<CaseReport> {
+    let base = check::fresh_seed();
+    let mut out = Vec::new();
+    let mut failures = Vec::new();
+    for (i, c) in cases.iter().enumerate() {
+        let seed = base.wrapping_add(i as u64 * 7919);
+        match check::run_case(backend, cfg, *c, seed) {
+            Ok(r) => {
+                if !r.pass() {
+                    let bad: Vec<String> = r
+                        .metrics
+                        .iter()
+                        .filter(|m| !m.pass)
+                        .map(|m| {
+                            format!("{} = {} (bound {}) {}", m.name, m.value, m.bound, m.detail)
+                        })
+                        .collect();
+                    failures.push(format!(
+                        "{} n={} H={} T={} norm={} fp8={} seed={} route={}: {}",
+                        c.op,
+                        cfg.n,
+                        cfg.hidden,
+                        c.t,
+                        c.norm,
+                        c.fp8,
+                        seed,
+                        r.route,
+                        bad.join("; ")
+                    ));
+                }
+                out.push(r);
+            }
+            Err(e) => failures.push(format!(
+                "{} n={} H={} T={}: error {e}",
+                c.op, cfg.n, cfg.hidden, c.t
+            )),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    out
+}

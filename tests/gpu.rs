@@ -1,0 +1,520 @@
+//! GPU correctness: every op and path against the CPU reference (SPEC section 8), routes with
+//! positive controls, forced paths, determinism, batch invariance, graph replay against eager
+//! calls, the raw API on a foreign stream, and the compressor projection.
+//!
+//! Without a GPU every test prints "skipped" and passes, unless MHC_REQUIRE_GPU is set (the GPU
+//! session script sets it, so a missing GPU there is a failure, not a silent pass).
+
+mod common;
+
+use common::{cfg, run_all};
+use half::bf16;
+use mhc::check::{self, Case};
+use mhc::cuda::{
+    Coeffs, CudaEngine, DeviceSeamWeights, EngineOptions, PathChoice, RawCall, RawIo,
+    RawProjection, SeamBuffers,
+};
+use mhc::ops::{Backend, CpuBackend, Op, OpArgs};
+use mhc::synth::{self, InputSpec};
+use mhc::{Error, SeamWeights};
+use std::sync::Mutex;
+
+/// One GPU test at a time: they share the device and its memory.
+static GPU: Mutex<()> = Mutex::new(());
+
+fn engine(path: PathChoice) -> Option<CudaEngine> {
+    if !mhc::cuda::available() {
+        assert!(
+            std::env::var("MHC_REQUIRE_GPU").is_err(),
+            "MHC_REQUIRE_GPU is set but no GPU is usable"
+        );
+        eprintln!("skipped: no GPU");
+        return None;
+    }
+    Some(CudaEngine::new(EngineOptions { device: 0, path }).expect("engine"))
+}
+
+macro_rules! gpu {
+    ($e:ident, $path:expr) => {
+        let _guard = GPU.lock().unwrap_or_else(|p| p.into_inner());
+        let Some($e) = engine($path) else { return };
+    };
+}
+
+const HS: [usize; 3] = [4096, 5120, 7168];
+
+#[test]
+fn fused_every_op_every_t() {
+    gpu!(e, PathChoice::Auto);
+    for h in HS {
+        let c = cfg(4, h);
+        let mut cases = check::standard_cases(&[1, 2, 3, 7, 16, 33, 128]);
+        // T = 1000 for the seam family with everything on.
+        for op in [
+            Op::Seam,
+            Op::SeamV4,
+            Op::Pre,
+            Op::PreDelayed,
+            Op::Entry,
+            Op::Head,
+            Op::Final,
+        ] {
+            cases.push(Case {
+                op,
+                t: 1000,
+                norm: true,
+                fp8: op.has_layer_input(),
+            });
+        }
+        cases.push(Case {
+            op: Op::Seam,
+            t: 16384,
+            norm: true,
+            fp8: true,
+        });
+        cases.push(Case {
+            op: Op::Seam,
+            t: 16384,
+            norm: false,
+            fp8: false,
+        });
+        let reports = run_all(&e, &c, &cases);
+        // Positive control: these ops really ran fused, so declines elsewhere mean something.
+        for r in &reports {
+            let fused_op = !matches!(r.op, Op::Gates | Op::Rmsnorm);
+            if fused_op {
+                assert_eq!(
+                    r.route.path, "fused",
+                    "{} T={} H={h}: {}",
+                    r.op, r.t, r.route
+                );
+                assert!(r.route.declined.is_empty());
+            } else {
+                assert_eq!(r.route.path, "unfused", "{}", r.route);
+                assert!(r.route.declined[0].reason.contains("alone"), "{}", r.route);
+            }
+        }
+    }
+}
+
+#[test]
+fn unfused_every_op() {
+    gpu!(e, PathChoice::Unfused);
+    let c = cfg(4, 5120);
+    let reports = run_all(&e, &c, &check::standard_cases(&[1, 3, 33, 128]));
+    assert!(
+        reports
+            .iter()
+            .all(|r| r.route.path == "unfused"
+                && r.route.kernels.iter().all(|k| k.starts_with("uf_")))
+    );
+    let seam = reports
+        .iter()
+        .find(|r| r.op == Op::Seam && r.t == 1)
+        .unwrap();
+    assert!(seam.route.kernels.contains(&"uf_col_norm".to_string()));
+}
+
+#[test]
+fn other_n_and_odd_h_decline_to_the_generic_kernels() {
+    gpu!(e, PathChoice::Auto);
+    for (n, h, why) in [
+        (2, 4096, "n = 2"),
+        (1, 512, "n = 1"),
+        (4, 1000, "not a multiple of 32"),
+        (4, 200, "not a multiple of 32"),
+    ] {
+        let c = cfg(n, h);
+        let cases: Vec<Case> = check::standard_cases(&[1, 5, 33])
+            .into_iter()
+            .filter(|k| !k.fp8 || h % 32 == 0)
+            .collect();
+        for r in run_all(&e, &c, &cases) {
+            if matches!(r.op, Op::Projection) || (r.op == Op::Expand && h % 32 == 0) {
+                continue;
+            }
+            assert_eq!(r.route.path, "unfused", "n={n} H={h} {}: {}", r.op, r.route);
+            let reason = &r.route.declined[0].reason;
+            assert!(reason.contains(why) || reason.contains("alone"), "{reason}");
+        }
+    }
+}
+
+#[test]
+fn forced_paths_fail_clearly_instead_of_substituting() {
+    gpu!(e, PathChoice::Fused);
+    let c = cfg(2, 512);
+    let m = synth::inputs(
+        &c,
+        &InputSpec {
+            op: Op::Seam,
+            t: 3,
+            norm: true,
+            proj_nk: (0, 0),
+        },
+        1,
+    );
+    let args = OpArgs::from_map(Op::Seam, &c, &m, false).unwrap();
+    match e.execute(&args) {
+        Err(Error::PathUnavailable { path, reason }) => {
+            assert_eq!(path, "fused");
+            assert!(reason.contains("n = 2"), "{reason}");
+        }
+        other => panic!(
+            "forced fused on n = 2 must fail, got {:?}",
+            other.map(|o| o.1)
+        ),
+    }
+    e.set_path(PathChoice::Cpu);
+    let (_, r) = e.execute(&args).unwrap();
+    assert_eq!(r.path, "cpu");
+    e.set_path(PathChoice::Unfused);
+    let (_, r) = e.execute(&args).unwrap();
+    assert_eq!(r.path, "unfused");
+}
+
+fn seam_outputs(e: &CudaEngine, c: &mhc::Config, m: &mhc::tensor::TensorMap) -> mhc::OpOutputs {
+    let args = OpArgs::from_map(Op::Seam, c, m, true).unwrap();
+    e.execute(&args).unwrap().0
+}
+
+#[test]
+fn deterministic_and_batch_invariant() {
+    gpu!(e, PathChoice::Auto);
+    for h in [5120, 7168] {
+        let c = cfg(4, h);
+        for t in [128, 1000, 16384] {
+            let m = synth::inputs(
+                &c,
+                &InputSpec {
+                    op: Op::Seam,
+                    t,
+                    norm: true,
+                    proj_nk: (0, 0),
+                },
+                40 + t as u64,
+            );
+            let a = seam_outputs(&e, &c, &m);
+            let b = seam_outputs(&e, &c, &m);
+            assert_eq!(a, b, "two runs differ (H={h} T={t})");
+            // Each probed row alone (T = 1: a different launch plan) gives the same bits.
+            for row in [0, 1, t / 2 + 3, t - 1] {
+                let one = slice_tokens(&m, &c, row, 1);
+                let o = seam_outputs(&e, &c, &one);
+                let (n, hh) = (c.n, c.hidden);
+                let same_bf = |x: &Option<Vec<bf16>>, y: &Option<Vec<bf16>>, w: usize| {
+                    let (x, y) = (x.as_ref().unwrap(), y.as_ref().unwrap());
+                    x[row * w..(row + 1) * w]
+                        .iter()
+                        .zip(y)
+                        .all(|(p, q)| p.to_bits() == q.to_bits())
+                };
+                let same_f = |x: &Option<Vec<f32>>, y: &Option<Vec<f32>>, w: usize| {
+                    let (x, y) = (x.as_ref().unwrap(), y.as_ref().unwrap());
+                    x[row * w..(row + 1) * w]
+                        .iter()
+                        .zip(y)
+                        .all(|(p, q)| p.to_bits() == q.to_bits())
+                };
+                assert!(
+                    same_bf(&a.residual_out, &o.residual_out, n * hh),
+                    "r' row {row} T={t}"
+                );
+                assert!(
+                    same_bf(&a.layer_input, &o.layer_input, hh),
+                    "layer_input row {row} T={t}"
+                );
+                assert!(
+                    same_f(&a.pre_out, &o.pre_out, n),
+                    "pre row {row} T={t} H={h}"
+                );
+                assert!(same_f(&a.post_out, &o.post_out, n), "post row {row} T={t}");
+                assert!(
+                    same_f(&a.comb_out, &o.comb_out, n * n),
+                    "comb row {row} T={t}"
+                );
+            }
+        }
+    }
+}
+
+/// The inputs of tokens [start, start + len) of a seam input set.
+fn slice_tokens(
+    m: &mhc::tensor::TensorMap,
+    c: &mhc::Config,
+    start: usize,
+    len: usize,
+) -> mhc::tensor::TensorMap {
+    use mhc::tensor::{HostTensor, TensorData};
+    let mut out = m.clone();
+    for (name, per) in [
+        ("x", c.hidden),
+        ("residual", c.n * c.hidden),
+        ("post", c.n),
+        ("comb", c.n * c.n),
+        ("pre", c.n),
+    ] {
+        let t = &m[name];
+        let mut shape = t.shape.clone();
+        shape[0] = len;
+        let nt = match &t.data {
+            TensorData::BF16(v) => {
+                HostTensor::bf16(name, &shape, v[start * per..(start + len) * per].to_vec())
+            }
+            TensorData::F32(v) => {
+                HostTensor::f32(name, &shape, v[start * per..(start + len) * per].to_vec())
+            }
+            TensorData::U8(_) => unreachable!(),
+        };
+        out.insert(name.into(), nt.unwrap());
+    }
+    out
+}
+
+#[test]
+fn graph_replay_matches_eager_calls_bit_for_bit() {
+    gpu!(e, PathChoice::Auto);
+    let c = cfg(4, 5120);
+    for t in [1, 37, 2048] {
+        e.reserve(&c, t).unwrap();
+        let ws: Vec<DeviceSeamWeights> = (0..4)
+            .map(|s| {
+                DeviceSeamWeights::upload(&e, &c, &SeamWeights::synthetic(&c, 70 + s), true, false)
+                    .unwrap()
+            })
+            .collect();
+        let x = e
+            .upload(&mhc::bench::gpu::random_bf16(t * c.hidden, 1.0, 5))
+            .unwrap();
+        let r0 = mhc::bench::gpu::random_bf16(t * 4 * c.hidden, 1.0, 6);
+        let (post, comb, pre) = synth::carried(&c, t, 7);
+        let init = |e: &CudaEngine| -> [SeamBuffers; 2] {
+            let mut a = SeamBuffers::zeros(e, &c, t, false).unwrap();
+            a.residual = e.upload(&r0).unwrap();
+            a.coeffs = Coeffs::upload(e, &post, &comb, &pre).unwrap();
+            [a, SeamBuffers::zeros(e, &c, t, false).unwrap()]
+        };
+        let chain = |e: &CudaEngine, b: &mut [SeamBuffers; 2]| -> mhc::Result<()> {
+            for (s, w) in ws.iter().enumerate() {
+                let (lo, hi) = b.split_at_mut(1);
+                let (src, dst) = if s % 2 == 0 {
+                    (&lo[0], &mut hi[0])
+                } else {
+                    (&hi[0], &mut lo[0])
+                };
+                e.seam(&c, t, &x, &src.residual, &src.coeffs, w, dst)?;
+            }
+            Ok(())
+        };
+        let mut eager = init(&e);
+        chain(&e, &mut eager).unwrap();
+        e.sync().unwrap();
+        let mut replayed = init(&e);
+        let g = e.capture(|e| chain(e, &mut replayed)).unwrap();
+        assert_eq!(g.kernel_nodes().unwrap(), 4, "one launch per seam");
+        g.launch().unwrap();
+        e.sync().unwrap();
+        for i in 0..2 {
+            assert_eq!(
+                eager[i].residual.to_host().unwrap(),
+                replayed[i].residual.to_host().unwrap(),
+                "T={t}"
+            );
+            assert_eq!(
+                eager[i].layer_input.to_host().unwrap(),
+                replayed[i].layer_input.to_host().unwrap()
+            );
+            assert_eq!(
+                eager[i].coeffs.comb.to_host().unwrap(),
+                replayed[i].coeffs.comb.to_host().unwrap()
+            );
+            assert_eq!(
+                eager[i].coeffs.pre.to_host().unwrap(),
+                replayed[i].coeffs.pre.to_host().unwrap()
+            );
+        }
+    }
+}
+
+#[test]
+fn capture_never_allocates_it_fails_clearly_instead() {
+    gpu!(e, PathChoice::Auto);
+    let c = cfg(4, 4096);
+    let t = 3000; // never reserved on this fresh engine
+    let w = DeviceSeamWeights::upload(&e, &c, &SeamWeights::synthetic(&c, 1), true, false).unwrap();
+    let x = e.zeros::<bf16>(t * c.hidden).unwrap();
+    let r = e.zeros::<bf16>(t * 4 * c.hidden).unwrap();
+    let carried = Coeffs::zeros(&e, &c, t).unwrap();
+    let mut out = SeamBuffers::zeros(&e, &c, t, false).unwrap();
+    let err = match e.capture(|e| e.seam(&c, t, &x, &r, &carried, &w, &mut out).map(|_| ())) {
+        Err(err) => err.to_string(),
+        Ok(_) => panic!("a capture that needed a larger workspace succeeded"),
+    };
+    assert!(err.contains("reserve"), "{err}");
+    // After reserve() the same capture works.
+    e.reserve(&c, t).unwrap();
+    let g = e
+        .capture(|e| e.seam(&c, t, &x, &r, &carried, &w, &mut out).map(|_| ()))
+        .unwrap();
+    g.launch().unwrap();
+    e.sync().unwrap();
+}
+
+#[test]
+fn raw_api_on_a_foreign_stream() {
+    gpu!(e, PathChoice::Auto);
+    let c = cfg(4, 5120);
+    let t = 9;
+    let m = synth::inputs(
+        &c,
+        &InputSpec {
+            op: Op::Seam,
+            t,
+            norm: true,
+            proj_nk: (0, 0),
+        },
+        77,
+    );
+    let args = OpArgs::from_map(Op::Seam, &c, &m, false).unwrap();
+    let want = CpuBackend.execute(&args).unwrap().0;
+    let up_b = |n: &str| e.upload(m[n].as_bf16(n).unwrap()).unwrap();
+    let up_f = |n: &str| e.upload(m[n].as_f32(n).unwrap()).unwrap();
+    let (x, r, post, comb, pre) = (
+        up_b("x"),
+        up_b("residual"),
+        up_f("post"),
+        up_f("comb"),
+        up_f("pre"),
+    );
+    let w = mhc::SeamWeights {
+        fn_: m["fn"].as_f32("fn").unwrap().to_vec(),
+        scale: m["scale"].as_f32("scale").unwrap().to_vec(),
+        base: m["base"].as_f32("base").unwrap().to_vec(),
+        norm_weight: m["norm_weight"].to_f32_lossless("norm_weight").unwrap(),
+    };
+    let dw = DeviceSeamWeights::upload(&e, &c, &w, true, false).unwrap();
+    let out = SeamBuffers::zeros(&e, &c, t, false).unwrap();
+    let mut stream: cudarc::driver::sys::CUstream = std::ptr::null_mut();
+    unsafe { cudarc::driver::sys::cuStreamCreate(&mut stream, 1) }
+        .result()
+        .unwrap();
+    let call = RawCall {
+        op: Op::Seam,
+        t,
+        io: RawIo {
+            x: x.ptr(),
+            residual: r.ptr(),
+            post: post.ptr(),
+            comb: comb.ptr(),
+            pre: pre.ptr(),
+            residual_out: out.residual.ptr(),
+            layer_input: out.layer_input.ptr(),
+            post_out: out.coeffs.post.ptr(),
+            comb_out: out.coeffs.comb.ptr(),
+            pre_out: out.coeffs.pre.ptr(),
+            ..Default::default()
+        },
+        w: dw.raw(),
+        proj: RawProjection::default(),
+    };
+    let route = unsafe { e.launch_raw(&c, &call, stream) }.unwrap();
+    assert_eq!(route.path, "fused");
+    unsafe { cudarc::driver::sys::cuStreamSynchronize(stream) }
+        .result()
+        .unwrap();
+    let s = check::compare_bf16(
+        &out.layer_input.to_host().unwrap(),
+        want.layer_input.as_ref().unwrap(),
+    );
+    assert!(s.within_contract(), "{s:?}");
+    let s = check::compare_bf16(
+        &out.residual.to_host().unwrap(),
+        want.residual_out.as_ref().unwrap(),
+    );
+    assert!(s.within_contract(), "{s:?}");
+    // T = 0 launches nothing and succeeds.
+    let zero = RawCall { t: 0, ..call };
+    let route = unsafe { e.launch_raw(&c, &zero, stream) }.unwrap();
+    assert!(route.kernels.is_empty());
+    unsafe { cudarc::driver::sys::cuStreamDestroy_v2(stream) }
+        .result()
+        .unwrap();
+}
+
+#[test]
+fn one_hot_pre_is_a_bit_exact_copy_on_the_gpu() {
+    gpu!(e, PathChoice::Auto);
+    let c = cfg(4, 7168);
+    let t = 33;
+    let mut m = synth::inputs(
+        &c,
+        &InputSpec {
+            op: Op::Collapse,
+            t,
+            norm: false,
+            proj_nk: (0, 0),
+        },
+        3,
+    );
+    let mut pre = vec![0f32; t * 4];
+    for i in 0..t {
+        pre[i * 4 + (i % 4)] = 1.0;
+    }
+    m.insert(
+        "pre".into(),
+        mhc::tensor::HostTensor::f32("pre", &[t, 4], pre).unwrap(),
+    );
+    let args = OpArgs::from_map(Op::Collapse, &c, &m, true).unwrap();
+    let (out, route) = e.execute(&args).unwrap();
+    assert_eq!(route.path, "fused");
+    let li = out.layer_input.unwrap();
+    let r = args.residual.unwrap();
+    for i in 0..t {
+        let j = i % 4;
+        let src = &r[(i * 4 + j) * 7168..(i * 4 + j + 1) * 7168];
+        assert!(
+            li[i * 7168..(i + 1) * 7168]
+                .iter()
+                .zip(src)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "token {i}"
+        );
+    }
+}
+
+#[test]
+fn projection_shapes_accuracy_and_invariance() {
+    gpu!(e, PathChoice::Auto);
+    let c = cfg(4, 5120);
+    for (k, n) in [
+        (4096, 1024),
+        (5120, 2560),
+        (7168, 2048),
+        (7168, 100),
+        (4104, 33),
+    ] {
+        for m in [1, 2, 4, 8, 16, 33] {
+            let spec = InputSpec {
+                op: Op::Projection,
+                t: m,
+                norm: false,
+                proj_nk: (n, k),
+            };
+            let inputs = synth::inputs(&c, &spec, (m * 31 + n) as u64);
+            let args = OpArgs::from_map(Op::Projection, &c, &inputs, false).unwrap();
+            let (out, route) = e.execute(&args).unwrap();
+            assert_eq!(route.path, "fused", "{route}");
+            let ms = check::verify(&args, &out).unwrap();
+            assert!(ms.iter().all(|x| x.pass), "M={m} K={k} N={n}: {ms:?}");
+            // Row 0 alone gives the same bits as inside the batch.
+            let a = inputs["a"].as_bf16("a").unwrap();
+            let one = OpArgs::projection(&c, 1, n, k, &a[..k], args.projection.unwrap().w).unwrap();
+            let y1 = e.execute(&one).unwrap().0.out_f32.unwrap();
+            let y = out.out_f32.unwrap();
+            assert_eq!(
+                y1.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                y[..n].iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+            );
+        }
+    }
+}

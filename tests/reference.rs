@@ -1,0 +1,301 @@
+//! The CPU reference against the f64 oracle on fresh random inputs, known answers, and red arms
+//! that prove each comparison can fail.
+
+mod common;
+
+use common::{cfg, run_all};
+use half::bf16;
+use mhc::check::{self, Case};
+use mhc::ops::{Backend, CpuBackend, Op, OpArgs};
+use mhc::reference::{self, gates};
+use mhc::synth::{self, InputSpec};
+
+#[test]
+fn every_op_small_t_every_n_and_h() {
+    for n in [1, 2, 4] {
+        for h in [64, 4096, 5120, 7168] {
+            let c = cfg(n, h);
+            run_all(&CpuBackend, &c, &check::standard_cases(&[0, 1, 3, 17]));
+        }
+    }
+}
+
+#[test]
+fn seam_family_large_t() {
+    let ops = [
+        Op::Seam,
+        Op::SeamV4,
+        Op::Pre,
+        Op::PreDelayed,
+        Op::Entry,
+        Op::Head,
+        Op::Final,
+        Op::PostMap,
+        Op::Gates,
+    ];
+    for (n, h, ts) in [
+        (4, 64, &[128, 1000][..]),
+        (2, 64, &[1000]),
+        (4, 5120, &[128, 1000]),
+        (4, 7168, &[128]),
+    ] {
+        let c = cfg(n, h);
+        let cases: Vec<Case> = check::standard_cases(ts)
+            .into_iter()
+            .filter(|k| {
+                ops.contains(&k.op)
+                    && (k.norm || !k.op.takes_norm())
+                    && (k.fp8 || !k.op.has_layer_input())
+            })
+            .collect();
+        run_all(&CpuBackend, &c, &cases);
+    }
+    let c = cfg(4, 7168);
+    run_all(
+        &CpuBackend,
+        &c,
+        &[Case {
+            op: Op::Seam,
+            t: 1000,
+            norm: true,
+            fp8: true,
+        }],
+    );
+}
+
+fn seam_inputs(c: &mhc::Config, t: usize, seed: u64) -> mhc::tensor::TensorMap {
+    synth::inputs(
+        c,
+        &InputSpec {
+            op: Op::Seam,
+            t,
+            norm: true,
+            proj_nk: (0, 0),
+        },
+        seed,
+    )
+}
+
+#[test]
+fn one_hot_pre_collapses_to_a_bit_exact_copy() {
+    for n in [1, 2, 4] {
+        let c = cfg(n, 320);
+        let mut m = synth::inputs(
+            &c,
+            &InputSpec {
+                op: Op::Collapse,
+                t: 5,
+                norm: false,
+                proj_nk: (0, 0),
+            },
+            3,
+        );
+        for j in 0..n {
+            let mut pre = vec![0f32; 5 * n];
+            for t in 0..5 {
+                pre[t * n + j] = 1.0;
+            }
+            m.insert(
+                "pre".into(),
+                mhc::tensor::HostTensor::f32("pre", &[5, n], pre).unwrap(),
+            );
+            let args = OpArgs::from_map(Op::Collapse, &c, &m, false).unwrap();
+            let (out, _) = CpuBackend.execute(&args).unwrap();
+            let li = out.layer_input.unwrap();
+            let r = args.residual.unwrap();
+            for t in 0..5 {
+                let want = &r[(t * n + j) * 320..(t * n + j + 1) * 320];
+                assert!(
+                    li[t * 320..(t + 1) * 320]
+                        .iter()
+                        .zip(want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "n={n} stream {j} token {t}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn equal_logits_give_comb_one_over_n() {
+    for n in [1, 2, 4] {
+        let c = cfg(n, 64);
+        let fn_ = vec![0f32; c.mixes() * c.k()];
+        let base = vec![0.25f32; c.mixes()];
+        let scale = [1.0f32, 1.0, 1.0];
+        let r: Vec<bf16> = (0..3 * c.k())
+            .map(|i| bf16::from_f32((i as f32 * 0.37).sin()))
+            .collect();
+        let g = gates::gates(
+            &c,
+            &r,
+            gates::MixWeights {
+                fn_: &fn_,
+                scale: &scale,
+                base: &base,
+            },
+        );
+        for v in &g.comb {
+            assert!((v - 1.0 / n as f32).abs() < 1e-5, "n={n}: {v}");
+        }
+    }
+}
+
+#[test]
+fn identity_comb_and_zero_post_copy_the_residual() {
+    let c = cfg(4, 256);
+    let m = seam_inputs(&c, 3, 5);
+    let x = m["x"].as_bf16("x").unwrap();
+    let r = m["residual"].as_bf16("residual").unwrap();
+    let post = vec![0f32; 3 * 4];
+    let mut comb = vec![0f32; 3 * 16];
+    for t in 0..3 {
+        for i in 0..4 {
+            comb[t * 16 + i * 4 + i] = 1.0;
+        }
+    }
+    let args = OpArgs::post_map(&c, x, r, &post, &comb).unwrap();
+    let out = CpuBackend.execute(&args).unwrap().0.residual_out.unwrap();
+    assert!(out.iter().zip(r).all(|(a, b)| a.to_bits() == b.to_bits()));
+}
+
+#[test]
+fn entry_folded_gates_agree_with_gates_of_the_broadcast() {
+    let c = cfg(4, 1024);
+    let w = mhc::SeamWeights::synthetic(&c, 9);
+    let x = mhc::bench::gpu::random_bf16(7 * 1024, 1.0, 4);
+    let fnb = gates::fold_entry_weight(&c, &w.fn_);
+    let folded = gates::entry_gates(&c, &x, &fnb, &w.scale, &w.base);
+    let mut r = vec![bf16::ZERO; 7 * 4 * 1024];
+    reference::post_map::expand(4, 1024, &x, &mut r);
+    let full = gates::gates(&c, &r, w.mix());
+    for (a, b) in folded
+        .comb
+        .iter()
+        .chain(&folded.pre)
+        .chain(&folded.post)
+        .zip(full.comb.iter().chain(&full.pre).chain(&full.post))
+    {
+        assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "{a} vs {b}");
+    }
+}
+
+/// Verifies tampered outputs (or outputs of a tampered config) against the true arguments.
+fn verify_fails(args: &OpArgs<'_>, out: &mhc::OpOutputs, what: &str) {
+    let ms = check::verify(args, out).unwrap();
+    assert!(
+        ms.iter().any(|m| !m.pass),
+        "red arm `{what}` passed: {ms:?}"
+    );
+}
+
+#[test]
+fn red_arms_fail() {
+    let c = cfg(4, 512);
+    let m = seam_inputs(&c, 9, 21);
+    let args = OpArgs::from_map(Op::Seam, &c, &m, true).unwrap();
+    let (good, _) = CpuBackend.execute(&args).unwrap();
+    assert!(
+        check::verify(&args, &good).unwrap().iter().all(|m| m.pass),
+        "green arm must pass"
+    );
+
+    // Too few Sinkhorn iterations. (19 instead of 20 is not a usable red arm: on inputs at
+    // realistic scale the iteration has converged to within 1e-7 by then.)
+    let mut bad_cfg = c.clone();
+    bad_cfg.sinkhorn_iters = 2;
+    let bad_args = OpArgs::from_map(Op::Seam, &bad_cfg, &m, true).unwrap();
+    verify_fails(
+        &args,
+        &CpuBackend.execute(&bad_args).unwrap().0,
+        "2 Sinkhorn iterations",
+    );
+
+    // A wrong post multiplier.
+    let mut bad_cfg = c.clone();
+    bad_cfg.post_mult = 1.0;
+    let bad_args = OpArgs::from_map(Op::Seam, &bad_cfg, &m, true).unwrap();
+    verify_fails(
+        &args,
+        &CpuBackend.execute(&bad_args).unwrap().0,
+        "post_mult 1",
+    );
+
+    // The 64-wide-wavefront bug: the norm comes out sqrt(2) too large.
+    let mut out = good.clone();
+    for v in out.layer_input.as_mut().unwrap() {
+        *v = bf16::from_f32(v.to_f32() * std::f32::consts::SQRT_2);
+    }
+    verify_fails(&args, &out, "layer input scaled by sqrt(2)");
+
+    // One element never written (the poison survives).
+    let mut out = good.clone();
+    out.residual_out.as_mut().unwrap()[77] = bf16::NAN;
+    verify_fails(&args, &out, "one unwritten residual element");
+
+    // One element off by two ulps.
+    let mut out = good.clone();
+    let li = out.layer_input.as_mut().unwrap();
+    li[5] = check::from_ordered(check::ordered(li[5]) + 2);
+    verify_fails(&args, &out, "a 2-ulp error");
+
+    // The norm skipped entirely.
+    let mut no_norm = m.clone();
+    no_norm.remove("norm_weight");
+    let nn_args = OpArgs::from_map(Op::Seam, &c, &no_norm, true).unwrap();
+    verify_fails(
+        &args,
+        &CpuBackend.execute(&nn_args).unwrap().0,
+        "norm skipped",
+    );
+
+    // A wrong MXFP8 scale.
+    let mut out = good.clone();
+    out.fp8.as_mut().unwrap().scales[3] ^= 1;
+    verify_fails(&args, &out, "an MXFP8 scale off by a factor of 2");
+
+    // Gates off by more than 1e-5.
+    let mut out = good.clone();
+    out.comb_out.as_mut().unwrap()[2] += 3e-5;
+    verify_fails(&args, &out, "a comb entry off by 3e-5");
+}
+
+#[test]
+fn zero_tokens_is_a_valid_no_op() {
+    let c = cfg(4, 256);
+    for op in mhc::Op::ALL {
+        let m = synth::inputs(
+            &c,
+            &InputSpec {
+                op,
+                t: 0,
+                norm: op == Op::Rmsnorm,
+                proj_nk: (16, 256),
+            },
+            1,
+        );
+        let args = OpArgs::from_map(op, &c, &m, false).unwrap();
+        let (out, _) = CpuBackend.execute(&args).unwrap();
+        let map = out.to_map(&args).unwrap();
+        assert!(map.values().all(|t| t.is_empty()), "{op}");
+    }
+}
+
+#[test]
+fn nan_and_inf_inputs_do_not_panic() {
+    let c = cfg(4, 256);
+    let mut m = seam_inputs(&c, 2, 3);
+    if let mhc::tensor::TensorData::BF16(v) = &mut m.get_mut("residual").unwrap().data {
+        v[0] = bf16::NAN;
+        v[1] = bf16::INFINITY;
+        v[300] = bf16::NEG_INFINITY;
+    }
+    if let mhc::tensor::TensorData::F32(v) = &mut m.get_mut("comb").unwrap().data {
+        v[3] = f32::NAN;
+    }
+    let args = OpArgs::from_map(Op::Seam, &c, &m, true).unwrap();
+    let _ = CpuBackend.execute(&args).unwrap();
+    let args = OpArgs::from_map(Op::SeamV4, &c, &m, true).unwrap();
+    let _ = CpuBackend.execute(&args).unwrap();
+}
