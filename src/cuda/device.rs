@@ -105,9 +105,13 @@ impl Device {
         for m in kernels::ALL {
             let c = nvrtc::compile(&m, &info.arch)?;
             cached += c.cached as usize;
-            let module = ctx.load_module(cudarc::nvrtc::Ptx::from_binary(c.cubin))?;
+            let module = ctx
+                .load_module(cudarc::nvrtc::Ptx::from_binary(c.cubin))
+                .map_err(|e| Error::Cuda(format!("loading module `{}`: {e:?}", m.name)))?;
             for f in m.functions {
-                let func = module.load_function(f)?;
+                let func = module
+                    .load_function(f)
+                    .map_err(|e| Error::Cuda(format!("loading kernel `{f}`: {e:?}")))?;
                 funcs.insert(*f, func);
             }
             modules.push(module);
@@ -120,18 +124,24 @@ impl Device {
             _modules: modules,
             cached_modules: cached,
         };
-        // The fused kernels stage weights in dynamic shared memory beyond the 48 KB default.
+        // The fused kernels stage weights in dynamic shared memory beyond the 48 KB default; the
+        // dynamic limit plus the kernel's static shared memory must stay within the opt-in limit.
         for f in kernels::SEAM.functions {
             let func = dev.func(f)?;
-            // SAFETY: valid function handle, attribute within the device limit.
+            let stat = func
+                .get_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+                .map_err(|e| Error::Cuda(format!("static shared memory of `{f}`: {e:?}")))?;
+            let dynamic = dev.info.max_smem_optin as i32 - stat;
+            // SAFETY: valid function handle, value within the device limit.
             unsafe {
                 sys::cuFuncSetAttribute(
                     func.cu_function(),
                     sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    dev.info.max_smem_optin as i32,
+                    dynamic,
                 )
             }
-            .result()?;
+            .result()
+            .map_err(|e| Error::Cuda(format!("dynamic shared memory limit {dynamic} of `{f}`: {e:?}")))?;
         }
         Ok(dev)
     }

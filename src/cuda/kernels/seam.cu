@@ -317,77 +317,71 @@ __device__ void seam_kernel_body(const FusedParams& p) {
     ok[0] = chunk_ok && g < p.tt && tok[0] < p.T;
     ok[1] = chunk_ok && g + 8 < p.tt && tok[1] < p.T;
 
-    // The streams the projection reads, as bf16 vectors: r' (post_map), r, or x (entry).
+    // Phase 1, per row: load, post_map (write r'), keep the streams the projection reads as bf16
+    // vectors: r' (post_map), r, or x (entry). Phases are separate loops so that few values are
+    // live at once (the kernel must fit 128 registers to run two blocks per multiprocessor).
     uint4 av[2][NIN];
-    double ssg[2] = {0.0, 0.0}, ssn[2] = {0.0, 0.0};
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
       const uint4 z = make_uint4(0, 0, 0, 0);
-      uint4 xv = z, rv[NS];
-#pragma unroll
-      for (int j = 0; j < NS; ++j) rv[j] = z;
-      if (ok[rr]) {
-        if (PM || NIN == 1) xv = __ldg((const uint4*)(p.x + (size_t)tok[rr] * p.H + h));
-        if (NIN == NS) {
-#pragma unroll
-          for (int j = 0; j < NS; ++j) rv[j] = __ldg((const uint4*)(p.residual + ((size_t)tok[rr] * NS + j) * p.H + h));
-        }
-      }
-      const float* cf = scoef + (g + 8 * rr) * COEF;
+      const size_t tk = ok[rr] ? (size_t)tok[rr] : 0;
       if (PM) {
-        float xf[8], rf[NS][8];
-        unpack8(xv, xf);
+        const float* cf = scoef + (g + 8 * rr) * COEF;
+        float xf[8];
+        unpack8(ok[rr] ? __ldg((const uint4*)(p.x + tk * p.H + h)) : z, xf);
+        uint4 rv[NS];
 #pragma unroll
-        for (int i = 0; i < NS; ++i) unpack8(rv[i], rf[i]);
+        for (int i = 0; i < NS; ++i) rv[i] = ok[rr] ? __ldg((const uint4*)(p.residual + (tk * NS + i) * p.H + h)) : z;
 #pragma unroll
         for (int j = 0; j < NS; ++j) {
           float o[8];
 #pragma unroll
-          for (int e = 0; e < 8; ++e) {
-            float acc = __fmul_rn(cf[j], xf[e]);
+          for (int e = 0; e < 8; ++e) o[e] = __fmul_rn(cf[j], xf[e]);
 #pragma unroll
-            for (int i = 0; i < NS; ++i) acc = __fadd_rn(acc, __fmul_rn(cf[4 + i * 4 + j], rf[i][e]));
-            o[e] = acc;
+          for (int i = 0; i < NS; ++i) {
+            float rf[8];
+            unpack8(rv[i], rf);
+            const float c = cf[4 + i * 4 + j];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) o[e] = __fadd_rn(o[e], __fmul_rn(c, rf[e]));
           }
           av[rr][j] = pack8(o);
-          if (ok[rr]) *(uint4*)(p.residual_out + ((size_t)tok[rr] * NS + j) * p.H + h) = av[rr][j];
+          if (ok[rr]) *(uint4*)(p.residual_out + (tk * NS + j) * p.H + h) = av[rr][j];
         }
       } else if (NIN == 1) {
-        av[rr][0] = xv;
+        av[rr][0] = ok[rr] ? __ldg((const uint4*)(p.x + tk * p.H + h)) : z;
         if (ok[rr]) {
 #pragma unroll
-          for (int j = 0; j < NS; ++j) *(uint4*)(p.residual_out + ((size_t)tok[rr] * NS + j) * p.H + h) = xv;
+          for (int j = 0; j < NS; ++j) *(uint4*)(p.residual_out + (tk * NS + j) * p.H + h) = av[rr][0];
         }
       } else {
 #pragma unroll
-        for (int j = 0; j < NIN; ++j) av[rr][j] = rv[j];
+        for (int j = 0; j < NIN; ++j) av[rr][j] = ok[rr] ? __ldg((const uint4*)(p.residual + (tk * NS + j) * p.H + h)) : z;
       }
-      // Sum of squares for the gates' RMS factor.
-      if (NMIX > 0) {
+    }
+
+    // Phase 2, per row: the carried collapse. The layer input does not wait for this seam's
+    // gates; with a norm, the bf16 collapse is parked in layer_input until the tail scales it.
+    double ssn[2] = {0.0, 0.0};
+    if (CARRIED) {
 #pragma unroll
-        for (int j = 0; j < NIN; ++j) {
-          float f[8];
-          unpack8(av[rr][j], f);
-#pragma unroll
-          for (int e = 0; e < 8; ++e) ssg[rr] += (double)(f[e] * f[e]);
-        }
-      }
-      // The carried collapse (the layer input does not wait for this seam's gates).
-      if (CARRIED) {
+      for (int rr = 0; rr < 2; ++rr) {
         float c[8];
         if (NIN == NS) {
-          float s[NS][8];
+          const float* cf = scoef + (g + 8 * rr) * COEF + 20;
+          float s0[8];
+          unpack8(av[rr][0], s0);
 #pragma unroll
-          for (int j = 0; j < NS; ++j) unpack8(av[rr][j], s[j]);
+          for (int e = 0; e < 8; ++e) c[e] = __fmul_rn(cf[0], s0[e]);
 #pragma unroll
-          for (int e = 0; e < 8; ++e) {
-            float acc = __fmul_rn(cf[20], s[0][e]);
+          for (int j = 1; j < NS; ++j) {
+            float sj[8];
+            unpack8(av[rr][j], sj);
 #pragma unroll
-            for (int j = 1; j < NS; ++j) acc = __fadd_rn(acc, __fmul_rn(cf[20 + j], s[j][e]));
-            c[e] = acc;
+            for (int e = 0; e < 8; ++e) c[e] = __fadd_rn(c[e], __fmul_rn(cf[j], sj[e]));
           }
         } else {
-          unpack8(xv, c);  // entry: one-hot carried pre-mix, the layer input is x
+          unpack8(av[rr][0], c);  // entry: one-hot carried pre-mix, the layer input is x
         }
         if (has_norm) {
           const uint4 cb = pack8(c);
@@ -434,9 +428,19 @@ __device__ void seam_kernel_body(const FusedParams& p) {
         }
       }
     }
-    // Quad sums of the squares (exact in f64, so any order).
+    // Sums of squares for the gates' RMS factor, then quad sums (exact in f64, so any order).
+    double ssg[2] = {0.0, 0.0};
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
+      if (NMIX > 0) {
+#pragma unroll
+        for (int j = 0; j < NIN; ++j) {
+          float f[8];
+          unpack8(av[rr][j], f);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) ssg[rr] += (double)(f[e] * f[e]);
+        }
+      }
       ssg[rr] += __shfl_xor_sync(FULL_MASK, ssg[rr], 1);
       ssg[rr] += __shfl_xor_sync(FULL_MASK, ssg[rr], 2);
       ssn[rr] += __shfl_xor_sync(FULL_MASK, ssn[rr], 1);
@@ -506,8 +510,9 @@ __device__ void seam_kernel_body(const FusedParams& p) {
   }
 }
 
+// Two blocks of 256 threads per multiprocessor: at most 128 registers per thread.
 #define SEAM_KERNEL(name, PM, NIN, NMIX, CARRIED)                                    \
-  extern "C" __global__ void __launch_bounds__(256) name(const FusedParams p) {      \
+  extern "C" __global__ void __launch_bounds__(256, 2) name(const FusedParams p) {   \
     seam_kernel_body<PM, NIN, NMIX, CARRIED>(p);                                     \
   }
 
