@@ -20,7 +20,7 @@ step() {
   local name=$1; shift
   echo "== $name: $*"
   local t0=$(date +%s%N)
-  "$@" > "$LOG/$name.log" 2>&1
+  timeout "${STEP_TIMEOUT:-300}" "$@" > "$LOG/$name.log" 2>&1
   local rc=$?
   local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
   printf '%-22s rc=%-3s %6d ms\n' "$name" "$rc" "$ms" >> "$SUMMARY"
@@ -52,6 +52,10 @@ if want tune; then
 fi
 want proj && step bench-proj $B/mhc bench --backend cuda --op projection --json "$OUT/bench-proj.json"
 
+# Keep the archive small enough to come back (16 MiB a file): cut very long logs.
+for f in "$LOG"/*.log; do
+  if [ "$(stat -c %s "$f")" -gt 4000000 ]; then head -c 2000000 "$f" > "$f.head"; tail -c 1000000 "$f" > "$f.tail"; rm "$f"; fi
+done
 tar -czf "$OUT/session.tar.gz" -C "$OUT" logs $(cd "$OUT" && ls *.json *.svg *.png 2>/dev/null)
 echo "== summary"
 cat "$LOG/nvidia-smi.txt"

@@ -25,9 +25,22 @@ pub struct InputSpec {
     pub proj_nk: (usize, usize),
 }
 
+/// `len` values of N(0, std) as bf16, generated in parallel chunks, each seeded from `rng` and
+/// its index (so the result depends only on the seed).
 fn bf16_normal(rng: &mut ChaCha8Rng, len: usize, std: f32) -> Vec<bf16> {
+    use rand::Rng;
+    use rayon::prelude::*;
+    const CHUNK: usize = 1 << 16;
+    let base = rng.next_u64();
     let d = normal(0.0, std);
-    (0..len).map(|_| bf16::from_f32(d.sample(rng))).collect()
+    let mut v = vec![bf16::ZERO; len];
+    v.par_chunks_mut(CHUNK).enumerate().for_each(|(i, c)| {
+        let mut r = ChaCha8Rng::seed_from_u64(base ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        for x in c {
+            *x = bf16::from_f32(d.sample(&mut r));
+        }
+    });
+    v
 }
 
 fn sigmoid(z: f32) -> f32 {

@@ -181,9 +181,9 @@ fn seam_outputs(e: &CudaEngine, c: &mhc::Config, m: &mhc::tensor::TensorMap) -> 
 #[test]
 fn deterministic_and_batch_invariant() {
     gpu!(e, PathChoice::Auto);
-    for h in [5120, 7168] {
+    for (h, ts) in [(5120, &[128, 1000, 16384][..]), (7168, &[128, 3000][..])] {
         let c = cfg(4, h);
-        for t in [128, 1000, 16384] {
+        for &t in ts {
             let m = synth::inputs(
                 &c,
                 &InputSpec {
@@ -196,7 +196,8 @@ fn deterministic_and_batch_invariant() {
             );
             let a = seam_outputs(&e, &c, &m);
             let b = seam_outputs(&e, &c, &m);
-            assert_eq!(a, b, "two runs differ (H={h} T={t})");
+            // Compared without printing the (huge) tensors.
+            assert!(a == b, "two runs differ (H={h} T={t})");
             // Each probed row alone (T = 1: a different launch plan) gives the same bits.
             for row in [0, 1, t / 2 + 3, t - 1] {
                 let one = slice_tokens(&m, &c, row, 1);

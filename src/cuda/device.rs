@@ -217,8 +217,11 @@ impl Device {
 pub trait Elem: bytemuck::Pod + Default {}
 impl<T: bytemuck::Pod + Default> Elem for T {}
 
-/// A device allocation of `len` elements of `T`, freed on drop. Allocation and copies are
-/// synchronous and must not happen during a graph capture (the engine never does that).
+/// A device allocation of `len` elements of `T`, freed on drop. Allocation, fills and copies are
+/// synchronous with the whole device (they end with a context synchronization): the engine's
+/// stream is non-blocking, so a legacy-stream memset or pageable copy still in flight could
+/// otherwise race with the next kernel. They must not happen during a graph capture (the engine
+/// never does that).
 pub struct DeviceBuffer<T: Elem> {
     ptr: CUdeviceptr,
     len: usize,
@@ -246,6 +249,7 @@ impl<T: Elem> DeviceBuffer<T> {
         // SAFETY: plain allocation; freed in Drop.
         let ptr = unsafe { result::malloc_sync(bytes) }?;
         unsafe { result::memset_d8_sync(ptr, 0, bytes) }?;
+        ctx.synchronize()?;
         Ok(DeviceBuffer {
             ptr,
             len,
@@ -260,6 +264,7 @@ impl<T: Elem> DeviceBuffer<T> {
         if !data.is_empty() {
             // SAFETY: the allocation holds data.len() elements.
             unsafe { result::memcpy_htod_sync(b.ptr, data) }?;
+            ctx.synchronize()?;
         }
         Ok(b)
     }
@@ -283,6 +288,7 @@ impl<T: Elem> DeviceBuffer<T> {
         if !data.is_empty() {
             // SAFETY: same length.
             unsafe { result::memcpy_htod_sync(self.ptr, data) }?;
+            self.ctx.synchronize()?;
         }
         Ok(())
     }
@@ -299,6 +305,7 @@ impl<T: Elem> DeviceBuffer<T> {
                 _ => sys::cuMemsetD8_v2(self.ptr, 0xff, bytes).result()?,
             }
         }
+        self.ctx.synchronize()?;
         Ok(())
     }
 
