@@ -35,7 +35,8 @@ fn bf16_normal(rng: &mut ChaCha8Rng, len: usize, std: f32) -> Vec<bf16> {
     let d = normal(0.0, std);
     let mut v = vec![bf16::ZERO; len];
     v.par_chunks_mut(CHUNK).enumerate().for_each(|(i, c)| {
-        let mut r = ChaCha8Rng::seed_from_u64(base ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut r =
+            ChaCha8Rng::seed_from_u64(base ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
         for x in c {
             *x = bf16::from_f32(d.sample(&mut r));
         }

@@ -38,7 +38,7 @@ impl Default for GpuBenchOptions {
             reps: 20,
             baseline: true,
             eager: true,
-            budget_s: 6.0,
+            budget_s: 3.0,
         }
     }
 }

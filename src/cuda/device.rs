@@ -141,7 +141,11 @@ impl Device {
                 )
             }
             .result()
-            .map_err(|e| Error::Cuda(format!("dynamic shared memory limit {dynamic} of `{f}`: {e:?}")))?;
+            .map_err(|e| {
+                Error::Cuda(format!(
+                    "dynamic shared memory limit {dynamic} of `{f}`: {e:?}"
+                ))
+            })?;
         }
         Ok(dev)
     }

@@ -171,6 +171,7 @@ struct FusedParams {
     fn_smem: i32,
     rows_batch: i32,
     iters: i32,
+    mode: i32,
     hc_eps: f32,
     rms_eps: f32,
     norm_eps: f32,
@@ -290,7 +291,8 @@ impl CudaEngine {
     pub fn reserve(&self, cfg: &Config, max_t: usize) -> Result<()> {
         let stream = self.stream();
         for op in [Op::Seam, Op::Entry, Op::Head, Op::Final] {
-            for t in [1, 4, 32, 256, max_t] {
+            // Workspace needs are piecewise in T (the plan changes with T): cover every boundary.
+            for t in [1, 4, 5, 64, 65, 256, 257, max_t] {
                 if t > max_t {
                     continue;
                 }
@@ -726,6 +728,7 @@ impl CudaEngine {
             fn_smem: plan.fn_smem as i32,
             rows_batch: plan.rows_batch as i32,
             iters: cfg.sinkhorn_iters as i32,
+            mode: if plan.split { 1 } else { 0 },
             hc_eps: cfg.hc_eps,
             rms_eps: cfg.rms_eps,
             norm_eps: cfg.norm_eps,
@@ -743,6 +746,30 @@ impl CudaEngine {
             )?
         };
         kernels.push(name.to_string());
+        let carried = matches!(
+            call.op,
+            Op::Seam | Op::PreDelayed | Op::Entry | Op::Final | Op::Collapse
+        );
+        let needs_tail = shape.nmix > 0 || call.w.norm_weight != 0 || !carried;
+        if plan.split && needs_tail {
+            // The tails: one block per tile, after every tile's records are written.
+            let mut fin = params;
+            fin.mode = 2;
+            fin.fn_smem = 0;
+            fin.rows_batch = plan.finish_rows_batch as i32;
+            let mut ptrs = [&mut fin as *mut FusedParams as *mut c_void];
+            unsafe {
+                self.dev.launch(
+                    name,
+                    (plan.tiles, 1, 1),
+                    plan.warps * 32,
+                    plan.finish_smem,
+                    stream,
+                    &mut ptrs,
+                )?
+            };
+            kernels.push(format!("{name} (tails)"));
+        }
         Ok(())
     }
 

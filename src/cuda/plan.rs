@@ -36,6 +36,12 @@ pub struct SeamPlan {
     pub fn_smem: bool,
     /// Dynamic shared memory bytes.
     pub smem: u32,
+    /// Two launches: the tiles (mode 1), then one block per tile for the tails (mode 2).
+    pub split: bool,
+    /// Rows the tail reduces at once in the finish launch.
+    pub finish_rows_batch: u32,
+    /// Dynamic shared memory of the finish launch.
+    pub finish_smem: u32,
 }
 
 /// The op's shape as the kernel sees it.
@@ -60,12 +66,14 @@ impl KernelShape {
     }
 }
 
-/// The heuristic's choice of (w, warps, tt, persistent) for T tokens.
+/// The heuristic's choice of (w, warps, tt, persistent) for T tokens. Small T: many blocks pull
+/// fn at once and the tail (on the critical path) has few rows; large T: persistent blocks with
+/// fn staged in shared memory, and the tails in a second launch.
 fn default_shape(t: usize) -> (u32, u32, u32, bool) {
     match t {
-        0..=4 => (1, 4, t.max(1) as u32, false),
-        5..=32 => (2, 4, 8, false),
-        33..=256 => (4, 4, 16, false),
+        0..=4 => (2, 4, t.max(1) as u32, false),
+        5..=64 => (2, 4, 4, false),
+        65..=256 => (4, 8, 8, false),
         _ => (8, 8, 16, true),
     }
 }
@@ -130,7 +138,7 @@ pub fn plan(
         }
     };
     let partials = warps as usize * MAXTT * nm * 4 + warps as usize * MAXTT * 2 * 8;
-    let red = warps as usize * 32 * 8;
+    let red = 2 * warps as usize * 32 * 8;
     let smem_for = |fn_smem: bool, rows_batch: usize| -> usize {
         let tree = rows_batch * nm * rpad as usize * 4;
         fn_bytes_if(fn_smem) + partials.max(tree).max(red).max(MAXTT * COEF * 4)
@@ -156,6 +164,10 @@ pub fn plan(
         };
         fn_smem = grid_y < tiles;
     }
+    let split = persistent && tiles > 1;
+    // The finish launch has no fn to stage: its whole tile's tree fits in shared memory.
+    let finish_rows_batch = ((96 * 1024) / (nm * rpad as usize * 4)).clamp(1, tt as usize);
+    let finish_smem = (finish_rows_batch * nm * rpad as usize * 4).max(red) as u32;
     Ok(SeamPlan {
         w,
         warps,
@@ -167,6 +179,9 @@ pub fn plan(
         rows_batch: rows_batch as u32,
         fn_smem,
         smem: smem_for(fn_smem, rows_batch) as u32,
+        split,
+        finish_rows_batch: finish_rows_batch as u32,
+        finish_smem,
     })
 }
 

@@ -48,23 +48,11 @@ __device__ __forceinline__ u32 word(const uint4 v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-// Loads that must see data written by other blocks of the same launch go through L2 only.
-__device__ __forceinline__ uint4 ld_cg4(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
-__device__ __forceinline__ float ld_cg_f32(const float* p) {
-  float v;
-  asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
-  return v;
-}
-__device__ __forceinline__ double ld_cg_f64(const double* p) {
-  double v;
-  asm volatile("ld.global.cg.f64 %0, [%1];" : "=d"(v) : "l"(p));
-  return v;
-}
+// Loads of data written by other blocks of the same launch (after a fence and the tile counter)
+// go through L2 only. Not volatile: the compiler may batch them, which the tail relies on.
+__device__ __forceinline__ uint4 ld_cg4(const void* p) { return __ldcg((const uint4*)p); }
+__device__ __forceinline__ float ld_cg_f32(const float* p) { return __ldcg(p); }
+__device__ __forceinline__ double ld_cg_f64(const double* p) { return __ldcg(p); }
 
 // The RMS factor 1/sqrt(ss/count + eps): the mean rounded to f32 once, then IEEE sqrt and
 // division (NVRTC compiles with prec-sqrt and prec-div on), exactly as reference::rms_factor.

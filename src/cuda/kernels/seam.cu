@@ -10,6 +10,10 @@
 // atomic counter per tile, reset by that block) reduces them and runs the per-token tail: the
 // RMS factors, sigmoids, Sinkhorn, and the RMSNorm pass over the layer input.
 //
+// At large T the tile work and the tails run as two launches of the same kernel (mode 1, then
+// mode 2 with one block per tile): a block that finishes a tile falls behind and would become the
+// last, and so the finisher, of every following tile, serializing all tails on a few blocks.
+//
 // Determinism and batch invariance. A chunk's partial dot products are computed from zero by a
 // fixed sequence of MMAs, and chunk partials are combined by a pairwise tree over the chunk index
 // padded with zeros to a power of two. The levels below W are summed inside the block, the rest
@@ -46,6 +50,7 @@ struct FusedParams {
   double* rec_ss;         // [T][nrec][2]: gate and norm sums of squares
   u32* counters;          // [tiles], zero between launches
   int T, H, tt, tiles, W, nrec, rpad, fn_smem, rows_batch, iters;
+  int mode;               // 0: last block of a tile finishes it; 1: tiles only; 2: finish only
   float hc_eps, rms_eps, norm_eps, post_mult;
 };
 
@@ -114,6 +119,7 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch) {
     for (int rb = 0; rb < rows; rb += p.rows_batch) {
       const int nb = min(p.rows_batch, rows - rb);
       const int seg = p.rpad;
+#pragma unroll 8
       for (int i = tid; i < nb * NM * seg; i += nthr) {
         const int r = i / (NM * seg), rem = i % (NM * seg), mix = rem / seg, k = rem % seg;
         float v = 0.0f;
@@ -133,15 +139,40 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch) {
       __syncthreads();
     }
   }
-  if (tid < rows) {
+  // Threads split evenly over the tile's rows (tpr per row, a multiple of 4, so an MXFP8 block
+  // of 4 vectors stays in one quad of one warp). Used for the sums and the passes below.
+  int rows_pad = 1;
+  while (rows_pad < rows) rows_pad <<= 1;
+  const int tpr = nthr / rows_pad;
+  const int r = tid / tpr, lr = tid % tpr;
+  const int tok = row0 + r;
+  const bool row_ok = r < rows;
+  {
+    // Sums of squares over the records, spread over the row's threads (exact in f64).
     double sg = 0.0, sn = 0.0;
-    for (int k = 0; k < p.nrec; ++k) {
-      const double* r = p.rec_ss + ((size_t)(row0 + tid) * p.nrec + k) * 2;
-      sg += ld_cg_f64(r);
-      sn += ld_cg_f64(r + 1);
+    if (row_ok) {
+#pragma unroll 4
+      for (int k = lr; k < p.nrec; k += tpr) {
+        const double* rec = p.rec_ss + ((size_t)tok * p.nrec + k) * 2;
+        sg += ld_cg_f64(rec);
+        sn += ld_cg_f64(rec + 1);
+      }
     }
-    s_ss[tid][0] = sg;
-    s_ss[tid][1] = sn;
+    double* red = (double*)scratch;
+    red[tid] = sg;
+    red[nthr + tid] = sn;
+    __syncthreads();
+    for (int s = tpr / 2; s > 0; s >>= 1) {
+      if (lr < s) {
+        red[tid] += red[tid + s];
+        red[nthr + tid] += red[nthr + tid + s];
+      }
+      __syncthreads();
+    }
+    if (lr == 0 && row_ok) {
+      s_ss[r][0] = red[tid];
+      s_ss[r][1] = red[nthr + tid];
+    }
   }
   __syncthreads();
 
@@ -175,19 +206,13 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch) {
   }
   __syncthreads();
 
-  // 3) Layer-input passes. Threads are split evenly over the rows (tpr per row, a multiple of
-  //    4, so an MXFP8 block of 4 vectors stays in one quad of one warp).
-  int rows_pad = 1;
-  while (rows_pad < rows) rows_pad <<= 1;
-  const int tpr = nthr / rows_pad;
-  const int r = tid / tpr, lr = tid % tpr;
+  // 3) Layer-input passes.
   const int H8 = p.H / 8;
   const int iters = (H8 + tpr - 1) / tpr;
-  const int tok = row0 + r;
-  const bool row_ok = r < rows;
 
   if (!CARRIED) {
     double ss = 0.0;
+#pragma unroll 2
     for (int it = 0; it < iters; ++it) {
       const int v = lr + it * tpr;
       const bool ok = row_ok && v < H8;
@@ -237,6 +262,7 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch) {
   }
   if (has_norm) {
     const float rinv = row_ok ? s_rinv[r] : 0.0f;
+#pragma unroll 4
     for (int it = 0; it < iters; ++it) {
       const int v = lr + it * tpr;
       const bool ok = row_ok && v < H8;
@@ -278,6 +304,15 @@ __device__ void seam_kernel_body(const FusedParams& p) {
   float* scratch = (float*)(smem + fn_bytes);
   float* scoef = scratch;  // dead once the elementwise phase is over (a barrier separates them)
   __shared__ int s_last;
+
+  if (p.mode == 2) {
+    // Finish only: one tile per block (the tiles were written by the preceding launch).
+    for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x) {
+      __syncthreads();
+      finish_tile<PM, NIN, NMIX, CARRIED>(p, tile, (float*)smem);
+    }
+    return;
+  }
 
   if (NMIX > 0 && p.fn_smem) {
     const int row4 = p.W * 8;
@@ -321,42 +356,51 @@ __device__ void seam_kernel_body(const FusedParams& p) {
     // vectors: r' (post_map), r, or x (entry). Phases are separate loops so that few values are
     // live at once (the kernel must fit 128 registers to run two blocks per multiprocessor).
     uint4 av[2][NIN];
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
+    {
+      // Every load of both rows first (one memory round trip), then the arithmetic.
       const uint4 z = make_uint4(0, 0, 0, 0);
-      const size_t tk = ok[rr] ? (size_t)tok[rr] : 0;
-      if (PM) {
-        const float* cf = scoef + (g + 8 * rr) * COEF;
-        float xf[8];
-        unpack8(ok[rr] ? __ldg((const uint4*)(p.x + tk * p.H + h)) : z, xf);
-        uint4 rv[NS];
+      uint4 xv[2], rv[2][NIN];
 #pragma unroll
-        for (int i = 0; i < NS; ++i) rv[i] = ok[rr] ? __ldg((const uint4*)(p.residual + (tk * NS + i) * p.H + h)) : z;
+      for (int rr = 0; rr < 2; ++rr) {
+        const size_t tk = ok[rr] ? (size_t)tok[rr] : 0;
+        xv[rr] = (ok[rr] && (PM || NIN == 1)) ? __ldg((const uint4*)(p.x + tk * p.H + h)) : z;
 #pragma unroll
-        for (int j = 0; j < NS; ++j) {
-          float o[8];
+        for (int i = 0; i < NIN; ++i)
+          rv[rr][i] = (ok[rr] && NIN == NS) ? __ldg((const uint4*)(p.residual + (tk * NS + i) * p.H + h)) : z;
+      }
 #pragma unroll
-          for (int e = 0; e < 8; ++e) o[e] = __fmul_rn(cf[j], xf[e]);
+      for (int rr = 0; rr < 2; ++rr) {
+        const size_t tk = ok[rr] ? (size_t)tok[rr] : 0;
+        if (PM) {
+          const float* cf = scoef + (g + 8 * rr) * COEF;
+          float xf[8];
+          unpack8(xv[rr], xf);
 #pragma unroll
-          for (int i = 0; i < NS; ++i) {
-            float rf[8];
-            unpack8(rv[i], rf);
-            const float c = cf[4 + i * 4 + j];
+          for (int j = 0; j < NS; ++j) {
+            float o[8];
 #pragma unroll
-            for (int e = 0; e < 8; ++e) o[e] = __fadd_rn(o[e], __fmul_rn(c, rf[e]));
+            for (int e = 0; e < 8; ++e) o[e] = __fmul_rn(cf[j], xf[e]);
+#pragma unroll
+            for (int i = 0; i < NS; ++i) {
+              float rf[8];
+              unpack8(rv[rr][i], rf);
+              const float c = cf[4 + i * 4 + j];
+#pragma unroll
+              for (int e = 0; e < 8; ++e) o[e] = __fadd_rn(o[e], __fmul_rn(c, rf[e]));
+            }
+            av[rr][j] = pack8(o);
+            if (ok[rr]) *(uint4*)(p.residual_out + (tk * NS + j) * p.H + h) = av[rr][j];
           }
-          av[rr][j] = pack8(o);
-          if (ok[rr]) *(uint4*)(p.residual_out + (tk * NS + j) * p.H + h) = av[rr][j];
-        }
-      } else if (NIN == 1) {
-        av[rr][0] = ok[rr] ? __ldg((const uint4*)(p.x + tk * p.H + h)) : z;
-        if (ok[rr]) {
+        } else if (NIN == 1) {
+          av[rr][0] = xv[rr];
+          if (ok[rr]) {
 #pragma unroll
-          for (int j = 0; j < NS; ++j) *(uint4*)(p.residual_out + (tk * NS + j) * p.H + h) = av[rr][0];
-        }
-      } else {
+            for (int j = 0; j < NS; ++j) *(uint4*)(p.residual_out + (tk * NS + j) * p.H + h) = xv[rr];
+          }
+        } else {
 #pragma unroll
-        for (int j = 0; j < NIN; ++j) av[rr][j] = ok[rr] ? __ldg((const uint4*)(p.residual + (tk * NS + j) * p.H + h)) : z;
+          for (int j = 0; j < NIN; ++j) av[rr][j] = rv[rr][j];
+        }
       }
     }
 
@@ -497,6 +541,7 @@ __device__ void seam_kernel_body(const FusedParams& p) {
       rec[0] = sg;
       rec[1] = sn;
     }
+    if (p.mode == 1) continue;  // a second launch finishes the tiles
     // Publish, then let the last block of this tile finish it.
     __threadfence();
     __syncthreads();
