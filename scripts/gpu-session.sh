@@ -14,6 +14,7 @@ B=.gpu
 STEPS=${*:-all}
 SUMMARY=$OUT/summary.txt
 : > "$SUMMARY"
+ALL_SUMMARY=$OUT/all-summaries.txt
 
 want() { [[ " $STEPS " == *" all "* || " $STEPS " == *" $1 "* ]]; }
 step() {
@@ -31,9 +32,12 @@ step() {
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$LOG/nvidia-smi.txt" 2>&1
 want info && step info $B/mhc info
 want kernels && step kernels $B/mhc kernels --json "$OUT/kernels.json"
-if want tests; then
+if want tests || want tests-fast; then
   step test-kernels env MHC_REQUIRE_NVRTC=1 $B/test-kernels_compile
-  TAIL=60 step test-gpu env MHC_REQUIRE_GPU=1 RUST_BACKTRACE=1 $B/test-gpu --test-threads=1
+  TAIL=40 step test-gpu-fast env MHC_REQUIRE_GPU=1 $B/test-gpu --test-threads=1 --skip fused_every_op_every_t
+fi
+if want tests || want tests-slow; then
+  TAIL=40 step test-gpu-slow env MHC_REQUIRE_GPU=1 $B/test-gpu --test-threads=1 fused_every_op_every_t
 fi
 if want check; then
   step check-cuda $B/mhc check --backend cuda --tokens 1,7,128 --json "$OUT/check.json"
@@ -57,6 +61,7 @@ for f in "$LOG"/*.log; do
   if [ "$(stat -c %s "$f")" -gt 4000000 ]; then head -c 2000000 "$f" > "$f.head"; tail -c 1000000 "$f" > "$f.tail"; rm "$f"; fi
 done
 tar -czf "$OUT/session.tar.gz" -C "$OUT" logs $(cd "$OUT" && ls *.json *.svg *.png 2>/dev/null)
+cat "$SUMMARY" >> "$ALL_SUMMARY"
 echo "== summary"
 cat "$LOG/nvidia-smi.txt"
 cat "$SUMMARY"
