@@ -35,8 +35,20 @@ enum Cmd {
     Sample(SampleArgs),
     /// Compile every kernel with NVRTC and print registers and spills (fails on a spill).
     Kernels(KernelsArgs),
+    /// Draw the benchmark plot from JSON rows written by `mhc bench --json`.
+    Plot(PlotArgs),
     /// Show the GPU, driver and NVRTC this machine has.
     Info,
+}
+
+#[derive(Args)]
+struct PlotArgs {
+    /// JSON files of benchmark rows.
+    #[arg(required = true)]
+    json: Vec<PathBuf>,
+    /// Write STEM.svg and STEM.png.
+    #[arg(long)]
+    out: PathBuf,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -270,6 +282,7 @@ fn main() -> ExitCode {
         Cmd::Bench(a) => cmd_bench(a).map(|_| true),
         Cmd::Sample(a) => cmd_sample(a).map(|_| true),
         Cmd::Kernels(a) => cmd_kernels(a),
+        Cmd::Plot(a) => cmd_plot(a).map(|_| true),
         Cmd::Info => cmd_info().map(|_| true),
     };
     match r {
@@ -661,6 +674,21 @@ fn cmd_kernels(a: KernelsArgs) -> Result<bool> {
         }
     );
     Ok(ok)
+}
+
+fn cmd_plot(a: PlotArgs) -> Result<()> {
+    let mut rows: Vec<mhc::bench::BenchRow> = Vec::new();
+    for p in &a.json {
+        let text = std::fs::read_to_string(p).map_err(|source| Error::Io { path: p.clone(), source })?;
+        let mut r: Vec<mhc::bench::BenchRow> = serde_json::from_str(&text).map_err(|e| Error::File {
+            path: p.clone(),
+            message: format!("not a list of benchmark rows: {e}"),
+        })?;
+        rows.append(&mut r);
+    }
+    mhc::bench::plot::write(&rows, &a.out)?;
+    eprintln!("wrote {0}.svg and {0}.png", a.out.display());
+    Ok(())
 }
 
 fn cmd_info() -> Result<()> {

@@ -66,14 +66,14 @@ impl KernelShape {
     }
 }
 
-/// The heuristic's choice of (w, warps, tt, persistent) for T tokens. Small T: many blocks pull
-/// fn at once and the tail (on the critical path) has few rows; large T: persistent blocks with
-/// fn staged in shared memory, and the tails in a second launch.
+/// The heuristic's choice of (w, warps, tt, persistent) for T tokens. Small T: one launch, tiles
+/// of at most 8 tokens so the tail (on the critical path) stays short, and whole groups of 8
+/// chunks per block, which keeps the records (and the tail's tree) small: on the H200 this beat
+/// 2 and 4 chunks per block at T = 1, 16 and 128 (PERF_NOTES.md, attempt 3). Large T: persistent
+/// blocks with fn staged in shared memory, and the tails in a second launch.
 fn default_shape(t: usize) -> (u32, u32, u32, bool) {
     match t {
-        0..=4 => (2, 4, t.max(1) as u32, false),
-        5..=64 => (2, 4, 4, false),
-        65..=256 => (4, 8, 8, false),
+        0..=256 => (8, 8, t.clamp(1, 8) as u32, false),
         _ => (8, 8, 16, true),
     }
 }
