@@ -44,6 +44,11 @@ pub mod tensor;
 pub mod weights;
 
 pub use error::{Error, Result};
+
+/// The README's Rust examples run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 pub use ops::{Backend, CpuBackend, Op, OpArgs, OpOutputs, Route};
 pub use spec::{Config, Dims, Preset};
 pub use weights::SeamWeights;

@@ -679,11 +679,15 @@ fn cmd_kernels(a: KernelsArgs) -> Result<bool> {
 fn cmd_plot(a: PlotArgs) -> Result<()> {
     let mut rows: Vec<mhc::bench::BenchRow> = Vec::new();
     for p in &a.json {
-        let text = std::fs::read_to_string(p).map_err(|source| Error::Io { path: p.clone(), source })?;
-        let mut r: Vec<mhc::bench::BenchRow> = serde_json::from_str(&text).map_err(|e| Error::File {
+        let text = std::fs::read_to_string(p).map_err(|source| Error::Io {
             path: p.clone(),
-            message: format!("not a list of benchmark rows: {e}"),
+            source,
         })?;
+        let mut r: Vec<mhc::bench::BenchRow> =
+            serde_json::from_str(&text).map_err(|e| Error::File {
+                path: p.clone(),
+                message: format!("not a list of benchmark rows: {e}"),
+            })?;
         rows.append(&mut r);
     }
     mhc::bench::plot::write(&rows, &a.out)?;
