@@ -60,33 +60,33 @@ impl UlpStats {
     }
 }
 
-/// Compares bf16 tensors element by element (lengths must match).
+/// Compares bf16 tensors element by element (lengths must match). Parallel over elements.
 pub fn compare_bf16(got: &[bf16], want: &[bf16]) -> UlpStats {
-    let mut s = UlpStats {
-        n: got.len().max(want.len()),
-        ..Default::default()
-    };
+    use rayon::prelude::*;
+    let n = got.len().max(want.len());
     if got.len() != want.len() {
-        s.n_diff = s.n;
-        s.max_ulp = u32::MAX;
-        return s;
-    }
-    for (g, w) in got.iter().zip(want) {
-        if g.to_bits() == w.to_bits() {
-            continue;
-        }
-        let d = if g.is_nan() || w.is_nan() {
-            u32::MAX
-        } else {
-            (ordered(*g) - ordered(*w)).unsigned_abs()
+        return UlpStats {
+            n,
+            n_diff: n,
+            max_ulp: u32::MAX,
         };
-        if d == 0 {
-            continue; // +0 and -0
-        }
-        s.n_diff += 1;
-        s.max_ulp = s.max_ulp.max(d);
     }
-    s
+    let (n_diff, max_ulp) = got
+        .par_iter()
+        .zip(want)
+        .map(|(g, w)| {
+            if g.to_bits() == w.to_bits() {
+                return (0usize, 0u32);
+            }
+            let d = if g.is_nan() || w.is_nan() {
+                u32::MAX
+            } else {
+                (ordered(*g) - ordered(*w)).unsigned_abs()
+            };
+            (usize::from(d != 0), d) // d == 0: +0 and -0
+        })
+        .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1.max(b.1)));
+    UlpStats { n, n_diff, max_ulp }
 }
 
 /// Largest `|got - oracle| / max(1, |oracle|)`; infinite when `got` has a NaN or the lengths
@@ -203,24 +203,27 @@ fn bf16_ulp(v: f64) -> f64 {
 /// there is no sum). That is the rigorous bound of f32 evaluation followed by one rounding; a
 /// 1-ulp bound against exact values would fail wherever a sum cancels.
 fn oracle_metric(name: &str, got: &[bf16], exact: &[f64], mags: Option<&[f64]>, k: f64) -> Metric {
+    use rayon::prelude::*;
     let u = 2f64.powi(-24);
-    let mut worst = 0f64;
-    let mut equal = 0usize;
-    if got.len() != exact.len() {
-        worst = f64::INFINITY;
-    }
-    for (i, (g, e)) in got.iter().zip(exact).enumerate() {
-        let mag = mags.map_or(e.abs(), |m| m[i]);
-        let bound = 0.5 * bf16_ulp(*e) + k * u * mag;
-        let err = (g.to_f64() - e).abs();
-        let r = if err.is_nan() {
-            f64::INFINITY
-        } else {
-            err / bound
-        };
-        worst = worst.max(r);
-        equal += usize::from(oracle::round_bf16(*e) == *g);
-    }
+    let (worst, equal) = if got.len() != exact.len() {
+        (f64::INFINITY, 0)
+    } else {
+        got.par_iter()
+            .zip(exact)
+            .enumerate()
+            .map(|(i, (g, e))| {
+                let mag = mags.map_or(e.abs(), |m| m[i]);
+                let bound = 0.5 * bf16_ulp(*e) + k * u * mag;
+                let err = (g.to_f64() - e).abs();
+                let r = if err.is_nan() {
+                    f64::INFINITY
+                } else {
+                    err / bound
+                };
+                (r, usize::from(oracle::round_bf16(*e) == *g))
+            })
+            .reduce(|| (0.0, 0), |a, b| (a.0.max(b.0), a.1 + b.1))
+    };
     Metric {
         name: name.into(),
         value: worst,

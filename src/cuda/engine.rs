@@ -902,20 +902,14 @@ impl CudaEngine {
                     ],
                     kernels,
                 )?;
-                self.run(
-                    "uf_rmsnorm",
-                    (t as u32, 1, 1),
-                    256,
+                self.uf_rmsnorm(
+                    cfg,
+                    t,
+                    c,
+                    w.norm_weight,
+                    io.layer_input,
+                    vals,
                     stream,
-                    &[
-                        P(c),
-                        P(w.norm_weight),
-                        P(io.layer_input),
-                        P(vals),
-                        I(t as i32),
-                        I(h as i32),
-                        F(cfg.norm_eps),
-                    ],
                     kernels,
                 )?;
             } else {
@@ -937,6 +931,32 @@ impl CudaEngine {
             }
             self.uf_fp8(t, h, vals, io, stream, kernels)
         }
+    }
+
+    /// rmsnorm of src [T,H] into out (and the f32 values into vals when non-zero).
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn uf_rmsnorm(
+        &self,
+        cfg: &Config,
+        t: usize,
+        src: CUdeviceptr,
+        norm_w: CUdeviceptr,
+        out: CUdeviceptr,
+        vals: CUdeviceptr,
+        stream: CUstream,
+        kernels: &mut Vec<String>,
+    ) -> Result<()> {
+        use Arg::*;
+        let args = [
+            P(src),
+            P(norm_w),
+            P(out),
+            P(vals),
+            I(t as i32),
+            I(cfg.hidden as i32),
+            F(cfg.norm_eps),
+        ];
+        unsafe { self.run("uf_rmsnorm", (t as u32, 1, 1), 256, stream, &args, kernels) }
     }
 
     unsafe fn uf_fp8(
@@ -1100,20 +1120,14 @@ impl CudaEngine {
                 }
                 Op::Rmsnorm => {
                     let vals = if io.fp8_values != 0 { ws[3] } else { 0 };
-                    self.run(
-                        "uf_rmsnorm",
-                        (t as u32, 1, 1),
-                        256,
+                    self.uf_rmsnorm(
+                        cfg,
+                        t,
+                        io.x,
+                        w.norm_weight,
+                        io.layer_input,
+                        vals,
                         stream,
-                        &[
-                            P(io.x),
-                            P(w.norm_weight),
-                            P(io.layer_input),
-                            P(vals),
-                            I(ti),
-                            I(hi),
-                            F(cfg.norm_eps),
-                        ],
                         kernels,
                     )?;
                     self.uf_fp8(t, h, vals, io, stream, kernels)?;
@@ -1132,20 +1146,14 @@ impl CudaEngine {
                     self.uf_gates(cfg, t, io.x, h, w.fnb, w, io, false, ws, stream, kernels)?;
                     let vals = if io.fp8_values != 0 { ws[3] } else { 0 };
                     if w.norm_weight != 0 {
-                        self.run(
-                            "uf_rmsnorm",
-                            (t as u32, 1, 1),
-                            256,
+                        self.uf_rmsnorm(
+                            cfg,
+                            t,
+                            io.x,
+                            w.norm_weight,
+                            io.layer_input,
+                            vals,
                             stream,
-                            &[
-                                P(io.x),
-                                P(w.norm_weight),
-                                P(io.layer_input),
-                                P(vals),
-                                I(ti),
-                                I(hi),
-                                F(cfg.norm_eps),
-                            ],
                             kernels,
                         )?;
                     } else {

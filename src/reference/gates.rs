@@ -146,18 +146,30 @@ impl Gates {
 
 /// gates(r) for T tokens of residual [T,n,H].
 pub fn gates(cfg: &Config, residual: &[bf16], w: MixWeights<'_>) -> Gates {
-    let (n, k) = (cfg.n, cfg.k());
-    let t = residual.len() / k.max(1);
+    gates_rows(cfg, residual, cfg.k(), w.fn_, w.scale, w.base)
+}
+
+/// Gates of rows of `k` elements against fn [mixes, k], the RMS factor taken over the row.
+fn gates_rows(
+    cfg: &Config,
+    rows: &[bf16],
+    k: usize,
+    fn_: &[f32],
+    scale: &[f32],
+    base: &[f32],
+) -> Gates {
+    let n = cfg.n;
+    let t = rows.len() / k.max(1);
     let mut g = Gates::zeros(t, n);
     g.pre
         .par_chunks_mut(n)
         .zip(g.post.par_chunks_mut(n))
         .zip(g.comb.par_chunks_mut(n * n))
-        .zip(residual.par_chunks(k))
+        .zip(rows.par_chunks(k.max(1)))
         .for_each(|(((pre, post), comb), r)| {
             let mut m = vec![0f32; cfg.mixes()];
-            project_token(r, w.fn_, k, cfg.rms_eps, &mut m);
-            gates_from_mixes(cfg, &m, w.scale, w.base, pre, post, comb);
+            project_token(r, fn_, k, cfg.rms_eps, &mut m);
+            gates_from_mixes(cfg, &m, scale, base, pre, post, comb);
         });
     g
 }
@@ -182,20 +194,7 @@ pub fn fold_entry_weight(cfg: &Config, fn_: &[f32]) -> Vec<f32> {
 /// Gates of the entry seam: the residual is x broadcast to n streams, computed on x alone with the
 /// folded weight and an RMS over H elements (equal to gates(broadcast(x)) up to rounding).
 pub fn entry_gates(cfg: &Config, x: &[bf16], fnb: &[f32], scale: &[f32], base: &[f32]) -> Gates {
-    let (n, h) = (cfg.n, cfg.hidden);
-    let t = x.len() / h.max(1);
-    let mut g = Gates::zeros(t, n);
-    g.pre
-        .par_chunks_mut(n)
-        .zip(g.post.par_chunks_mut(n))
-        .zip(g.comb.par_chunks_mut(n * n))
-        .zip(x.par_chunks(h))
-        .for_each(|(((pre, post), comb), x)| {
-            let mut m = vec![0f32; cfg.mixes()];
-            project_token(x, fnb, h, cfg.rms_eps, &mut m);
-            gates_from_mixes(cfg, &m, scale, base, pre, post, comb);
-        });
-    g
+    gates_rows(cfg, x, cfg.hidden, fnb, scale, base)
 }
 
 /// Head gates of V4: `p[j] = sigmoid(m[j] * scale[0] + base[j]) + hc_eps` with fn_head [n, n*H].
