@@ -62,6 +62,23 @@ fn run_roundtrips_a_seam() {
     assert_eq!(outputs["layer_input_scale"].shape, vec![5, 8]);
 }
 
+/// `mhc run --op seam` on the CPU, expected to fail with exit code 2: returns stderr.
+fn run_seam_error(input: &str) -> String {
+    let (code, _, err) = mhc(&[
+        "run",
+        "--op",
+        "seam",
+        "--input",
+        input,
+        "--output",
+        "/dev/null",
+        "--backend",
+        "cpu",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    err
+}
+
 #[test]
 fn run_names_the_bad_tensor() {
     let dir = tempfile::tempdir().unwrap();
@@ -80,18 +97,7 @@ fn run_names_the_bad_tensor() {
         HostTensor::f32("pre", &[2, 3], vec![0.5; 6]).unwrap(),
     );
     write_safetensors(&input, &m).unwrap();
-    let (code, _, err) = mhc(&[
-        "run",
-        "--op",
-        "seam",
-        "--input",
-        i,
-        "--output",
-        "/dev/null",
-        "--backend",
-        "cpu",
-    ]);
-    assert_eq!(code, 2);
+    let err = run_seam_error(i);
     assert!(
         err.contains("`pre`") && err.contains("[2, 4]") && err.contains("[2, 3]"),
         "{err}"
@@ -102,18 +108,7 @@ fn run_names_the_bad_tensor() {
         HostTensor::bf16("pre", &[2, 4], vec![bf16::ONE; 8]).unwrap(),
     );
     write_safetensors(&input, &m).unwrap();
-    let (code, _, err) = mhc(&[
-        "run",
-        "--op",
-        "seam",
-        "--input",
-        i,
-        "--output",
-        "/dev/null",
-        "--backend",
-        "cpu",
-    ]);
-    assert_eq!(code, 2);
+    let err = run_seam_error(i);
     assert!(err.contains("`pre`") && err.contains("dtype"), "{err}");
 
     m.insert(
@@ -122,18 +117,7 @@ fn run_names_the_bad_tensor() {
     );
     m.remove("fn");
     write_safetensors(&input, &m).unwrap();
-    let (code, _, err) = mhc(&[
-        "run",
-        "--op",
-        "seam",
-        "--input",
-        i,
-        "--output",
-        "/dev/null",
-        "--backend",
-        "cpu",
-    ]);
-    assert_eq!(code, 2);
+    let err = run_seam_error(i);
     assert!(err.contains("`fn`") && err.contains("missing"), "{err}");
 
     std::fs::write(&input, b"not a safetensors file").unwrap();

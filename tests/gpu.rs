@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{cfg, run_all};
+use common::{cfg, run_all, seam_inputs};
 use half::bf16;
 use mhc::check::{self, Case};
 use mhc::cuda::{
@@ -184,16 +184,7 @@ fn deterministic_and_batch_invariant() {
     for (h, ts) in [(5120, &[128, 1000, 16384][..]), (7168, &[128, 3000][..])] {
         let c = cfg(4, h);
         for &t in ts {
-            let m = synth::inputs(
-                &c,
-                &InputSpec {
-                    op: Op::Seam,
-                    t,
-                    norm: true,
-                    proj_nk: (0, 0),
-                },
-                40 + t as u64,
-            );
+            let m = seam_inputs(&c, t, 40 + t as u64);
             let a = seam_outputs(&e, &c, &m);
             let b = seam_outputs(&e, &c, &m);
             // Compared without printing the (huge) tensors.
@@ -376,16 +367,7 @@ fn raw_api_on_a_foreign_stream() {
     gpu!(e, PathChoice::Auto);
     let c = cfg(4, 5120);
     let t = 9;
-    let m = synth::inputs(
-        &c,
-        &InputSpec {
-            op: Op::Seam,
-            t,
-            norm: true,
-            proj_nk: (0, 0),
-        },
-        77,
-    );
+    let m = seam_inputs(&c, t, 77);
     let args = OpArgs::from_map(Op::Seam, &c, &m, false).unwrap();
     let want = CpuBackend.execute(&args).unwrap().0;
     let up_b = |n: &str| e.upload(m[n].as_bf16(n).unwrap()).unwrap();

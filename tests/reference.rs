@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{cfg, run_all};
+use common::{cfg, run_all, seam_inputs};
 use half::bf16;
 use mhc::check::{self, Case};
 use mhc::ops::{Backend, CpuBackend, Op, OpArgs};
@@ -61,19 +61,6 @@ fn seam_family_large_t() {
             fp8: true,
         }],
     );
-}
-
-fn seam_inputs(c: &mhc::Config, t: usize, seed: u64) -> mhc::tensor::TensorMap {
-    synth::inputs(
-        c,
-        &InputSpec {
-            op: Op::Seam,
-            t,
-            norm: true,
-            proj_nk: (0, 0),
-        },
-        seed,
-    )
 }
 
 #[test]

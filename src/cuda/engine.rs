@@ -883,8 +883,7 @@ impl CudaEngine {
     ) -> Result<()> {
         use Arg::*;
         let (n, h) = (cfg.n, cfg.hidden);
-        let [_, _, c, vals] = ws;
-        let vals = if io.fp8_values != 0 { vals } else { 0 };
+        let [_, _, c, vals] = ws; // vals is 0 unless the call wants MXFP8
         unsafe {
             if w.norm_weight != 0 {
                 self.run1d(
@@ -1004,6 +1003,9 @@ impl CudaEngine {
         let (t, n, h, io, w) = (call.t, cfg.n, cfg.hidden, &call.io, &call.w);
         let (ti, ni, hi) = (t as i32, n as i32, h as i32);
         let ws = self.unfused_workspace(cfg, t, io.fp8_values != 0, stream)?;
+        // The f32 layer-input values only feed the MXFP8 output.
+        let vals = if io.fp8_values != 0 { ws[3] } else { 0 };
+        let ws = [ws[0], ws[1], ws[2], vals];
         let k = cfg.k();
         unsafe {
             let post_map = |kernels: &mut Vec<String>| {
@@ -1119,7 +1121,6 @@ impl CudaEngine {
                     self.uf_layer_input(cfg, t, io.residual, io.pre, w, io, ws, stream, kernels)?;
                 }
                 Op::Rmsnorm => {
-                    let vals = if io.fp8_values != 0 { ws[3] } else { 0 };
                     self.uf_rmsnorm(
                         cfg,
                         t,
@@ -1144,7 +1145,6 @@ impl CudaEngine {
                         kernels,
                     )?;
                     self.uf_gates(cfg, t, io.x, h, w.fnb, w, io, false, ws, stream, kernels)?;
-                    let vals = if io.fp8_values != 0 { ws[3] } else { 0 };
                     if w.norm_weight != 0 {
                         self.uf_rmsnorm(
                             cfg,

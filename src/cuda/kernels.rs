@@ -62,7 +62,6 @@ pub const UNFUSED: KernelModule = KernelModule {
         "uf_widen",
         "uf_fold",
         "mhc_copy",
-        "mhc_fill16",
         "uf_projection",
     ],
 };

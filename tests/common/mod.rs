@@ -3,7 +3,10 @@
 
 use mhc::check::{self, Case, CaseReport};
 use mhc::ops::Backend;
+use mhc::ops::Op;
 use mhc::spec::{Config, Preset};
+use mhc::synth::{self, InputSpec};
+use mhc::tensor::TensorMap;
 
 /// A config with `n` streams and hidden size `h` (V4.1 constants otherwise).
 pub fn cfg(n: usize, h: usize) -> Config {
@@ -58,4 +61,18 @@ pub fn run_all(backend: &dyn Backend, cfg: &Config, cases: &[Case]) -> Vec<CaseR
         failures.join("\n")
     );
     out
+}
+
+/// Random inputs of the V4.1 seam (with a norm weight) for `t` tokens.
+pub fn seam_inputs(c: &Config, t: usize, seed: u64) -> TensorMap {
+    synth::inputs(
+        c,
+        &InputSpec {
+            op: Op::Seam,
+            t,
+            norm: true,
+            proj_nk: (0, 0),
+        },
+        seed,
+    )
 }

@@ -203,11 +203,6 @@ extern "C" __global__ void mhc_copy(const uint4* src, uint4* dst, size_t n16) {
     dst[i] = src[i];
 }
 
-// Fill with a 16-bit pattern (poisoning outputs with NaN before checks).
-extern "C" __global__ void mhc_fill16(unsigned short* dst, unsigned short v, size_t n) {
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-    dst[i] = v;
-}
 
 // The compressor projection for any shape: one thread per output, f64 accumulation.
 extern "C" __global__ void uf_projection(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K) {
