@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Every GPU check and timing of a session, in one command on the GPU machine (GUIDE.md):
-#   scripts/gpu-session.sh [STEP...]     steps: info kernels tests check bench proj all (default all)
+#   scripts/gpu-session.sh [STEP...]     steps: info kernels tests tests-fast tests-slow check bench
+#                                        tune ncu sanitize proj all (default all)
 # Expects the binaries of scripts/build-gpu-bundle.sh in .gpu/. Writes logs, JSON and plots under
-# $OUT (or /tmp/mhc-out), packs them into $OUT/session.tar.gz, and prints a short table last.
+# a scratch folder, packs them into $OUT/session.tar.gz (OUT defaults to /tmp/mhc-out), and prints a
+# short table last.
 set -u
 cd "$(dirname "$0")/.."
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export MHC_CACHE_DIR=${MHC_CACHE_DIR:-/tmp/mhc-kernel-cache}
-OUT=${OUT:-/tmp/mhc-out}
+# The device tool returns only a few files: work in a scratch folder and hand back one archive.
+RESULT=${OUT:-/tmp/mhc-out}
+OUT=/tmp/mhc-session
+rm -rf "$OUT"
 LOG=$OUT/logs
 mkdir -p "$LOG"
 B=.gpu
@@ -37,7 +42,9 @@ if want tests || want tests-fast; then
   TAIL=40 step test-gpu-fast env MHC_REQUIRE_GPU=1 $B/test-gpu --test-threads=1 --skip fused_every_op_every_t
 fi
 if want tests || want tests-slow; then
-  TAIL=40 step test-gpu-slow env MHC_REQUIRE_GPU=1 $B/test-gpu --test-threads=1 fused_every_op_every_t
+  for h in ${SLOW_H:-4096 5120 7168}; do
+    TAIL=40 step test-gpu-slow-$h env MHC_REQUIRE_GPU=1 $B/test-gpu --test-threads=1 fused_every_op_every_t_h$h
+  done
 fi
 if want check; then
   step check-cuda $B/mhc check --backend cuda --tokens 1,7,128 --json "$OUT/check.json"
@@ -54,13 +61,40 @@ if want tune; then
     MHC_PLAN=$plan step tune-$plan $B/mhc bench --backend cuda --hidden ${TUNE_H:-5120} --tokens ${TUNE_T:-1,128} --no-baseline --no-eager --json "$OUT/tune-$plan.json"
   done
 fi
+if want ncu; then
+  # Hardware counters of the fused seam (Firecracker machines only; clocks left alone).
+  for t in ${NCU_T:-1 128}; do
+    step ncu-t$t ncu --clock-control none --kernel-name regex:mhc_seam --launch-skip 3 --launch-count 1 \
+      --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
+      --section MemoryWorkloadAnalysis --section SchedulerStats \
+      $B/mhc bench --backend cuda --hidden 5120 --tokens $t --no-baseline --no-eager --rounds 1 --reps 1
+  done
+fi
+if want ncusrc; then
+  # Where the warps of one fused seam stall, per SASS instruction (T = NCU_T, first value).
+  t=${NCU_T:-1}; t=${t%% *}
+  step ncu-full ncu --clock-control none --kernel-name regex:mhc_seam --launch-skip 3 --launch-count 1 --set full \
+    --import-source no -f -o "$OUT/seam-t$t" $B/mhc bench --backend cuda --hidden 5120 --tokens $t --no-baseline --no-eager --rounds 1 --reps 1
+  step ncu-source bash -c "ncu -i '$OUT/seam-t$t.ncu-rep' --page source --csv --print-source sass > '$LOG/ncu-source.csv'; ncu -i '$OUT/seam-t$t.ncu-rep' --page details > '$LOG/ncu-details.txt'; wc -l '$LOG/ncu-source.csv'"
+fi
+if want variants; then
+  # The same seam with the Sinkhorn shortened or doubled: the difference is its cost.
+  for it in ${ITERS:-1 40}; do
+    step iters-$it $B/mhc bench --backend cuda --hidden 5120 --tokens ${TUNE_T:-1,16,128} --no-baseline --no-eager --sinkhorn-iters $it
+  done
+fi
+if want sanitize; then
+  step memcheck compute-sanitizer --tool memcheck $B/mhc check --backend cuda --tokens 1,33,300 --preset v4.1-flash
+  step racecheck compute-sanitizer --tool racecheck $B/mhc check --backend cuda --tokens 1,33 --ops seam --preset v4.1-flash
+fi
 want proj && step bench-proj $B/mhc bench --backend cuda --op projection --json "$OUT/bench-proj.json"
 
 # Keep the archive small enough to come back (16 MiB a file): cut very long logs.
 for f in "$LOG"/*.log; do
   if [ "$(stat -c %s "$f")" -gt 4000000 ]; then head -c 2000000 "$f" > "$f.head"; tail -c 1000000 "$f" > "$f.tail"; rm "$f"; fi
 done
-tar -czf "$OUT/session.tar.gz" -C "$OUT" logs $(cd "$OUT" && ls *.json *.svg *.png 2>/dev/null)
+mkdir -p "$RESULT"
+tar -czf "$RESULT/session.tar.gz" -C "$OUT" logs $(cd "$OUT" && ls *.json *.svg *.png 2>/dev/null)
 cat "$SUMMARY" >> "$ALL_SUMMARY"
 echo "== summary"
 cat "$LOG/nvidia-smi.txt"

@@ -44,9 +44,23 @@ macro_rules! gpu {
 const HS: [usize; 3] = [4096, 5120, 7168];
 
 #[test]
-fn fused_every_op_every_t() {
+fn fused_every_op_every_t_h4096() {
+    fused_every_op_every_t(4096);
+}
+
+#[test]
+fn fused_every_op_every_t_h5120() {
+    fused_every_op_every_t(5120);
+}
+
+#[test]
+fn fused_every_op_every_t_h7168() {
+    fused_every_op_every_t(7168);
+}
+
+fn fused_every_op_every_t(h: usize) {
     gpu!(e, PathChoice::Auto);
-    for h in HS {
+    {
         let c = cfg(4, h);
         let mut cases = check::standard_cases(&[1, 2, 3, 7, 16, 33, 128]);
         // T = 1000 for the seam family with everything on.

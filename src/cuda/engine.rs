@@ -168,7 +168,6 @@ struct FusedParams {
     w: i32,
     nrec: i32,
     rpad: i32,
-    fn_smem: i32,
     rows_batch: i32,
     iters: i32,
     mode: i32,
@@ -662,12 +661,24 @@ impl CudaEngine {
             }
             Op::Projection => {
                 let p = &call.proj;
-                let grid = (p.n.div_ceil(2) as u32, p.m.div_ceil(16) as u32, 1);
+                // One block per 8 rows of w and 16 rows of a (kernels/projection.cu); the variant
+                // without rows 8..15 of the MMA serves row blocks of at most 8 rows. 16 warps per
+                // block while the n-tiles fit in one wave of two blocks per multiprocessor, else 8
+                // (four per multiprocessor). The choice depends on N only, never on M.
+                let tiles = p.n.div_ceil(8);
+                let wide = tiles <= 2 * self.dev.info.sm_count as usize;
+                let grid = (tiles as u32, p.m.div_ceil(16) as u32, 1);
+                let name = match (p.m > 8, wide) {
+                    (false, true) => "mhc_projection_m8_w16",
+                    (true, true) => "mhc_projection_m16_w16",
+                    (false, false) => "mhc_projection_m8_w8",
+                    (true, false) => "mhc_projection_m16_w8",
+                };
                 return unsafe {
                     self.run(
-                        "mhc_projection",
+                        name,
                         grid,
-                        256,
+                        if wide { 512 } else { 256 },
                         stream,
                         &[
                             P(p.a),
@@ -725,7 +736,6 @@ impl CudaEngine {
             w: plan.w as i32,
             nrec: plan.nrec as i32,
             rpad: plan.rpad as i32,
-            fn_smem: plan.fn_smem as i32,
             rows_batch: plan.rows_batch as i32,
             iters: cfg.sinkhorn_iters as i32,
             mode: if plan.split { 1 } else { 0 },
@@ -755,7 +765,6 @@ impl CudaEngine {
             // The tails: one block per tile, after every tile's records are written.
             let mut fin = params;
             fin.mode = 2;
-            fin.fn_smem = 0;
             fin.rows_batch = plan.finish_rows_batch as i32;
             let mut ptrs = [&mut fin as *mut FusedParams as *mut c_void];
             unsafe {

@@ -70,7 +70,12 @@ pub const UNFUSED: KernelModule = KernelModule {
 pub const PROJECTION: KernelModule = KernelModule {
     name: "projection",
     source: include_str!("kernels/projection.cu"),
-    functions: &["mhc_projection"],
+    functions: &[
+        "mhc_projection_m8_w16",
+        "mhc_projection_m16_w16",
+        "mhc_projection_m8_w8",
+        "mhc_projection_m16_w8",
+    ],
 };
 
 /// Every module, in load order.

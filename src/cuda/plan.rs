@@ -32,7 +32,7 @@ pub struct SeamPlan {
     pub rpad: u32,
     /// Rows the tail reduces at once.
     pub rows_batch: u32,
-    /// Stage fn in shared memory (persistent blocks).
+    /// The block stages its slice of fn in shared memory (every op with mixes).
     pub fn_smem: bool,
     /// Dynamic shared memory bytes.
     pub smem: u32,
@@ -143,15 +143,11 @@ pub fn plan(
         let tree = rows_batch * nm * rpad as usize * 4;
         fn_bytes_if(fn_smem) + partials.max(tree).max(red).max(MAXTT * COEF * 4)
     };
-    // Rows per tail batch: as many as fit in the partials' space (24 KB when fn is not staged;
-    // with fn staged every KB counts, two blocks must fit on a multiprocessor).
-    let mut fn_smem = persistent && tiles > 1;
-    let budget = if fn_smem {
-        partials
-    } else {
-        partials.max(24 * 1024)
-    };
-    let rows_batch = (budget / (nm * rpad as usize * 4)).clamp(1, tt as usize);
+    // Every launch that runs tiles stages its group's slice of fn in shared memory (asynchronous
+    // copies at kernel start). Rows per tail batch: as many as fit in the partials' space; two
+    // blocks must fit on a multiprocessor.
+    let fn_smem = shape.nmix > 0;
+    let rows_batch = (partials / (nm * rpad as usize * 4)).clamp(1, tt as usize);
     let mut grid_y = tiles;
     if persistent {
         let smem = smem_for(fn_smem, rows_batch) as u32;
@@ -162,7 +158,6 @@ pub fn plan(
         } else {
             tiles.min(cap)
         };
-        fn_smem = grid_y < tiles;
     }
     let split = persistent && tiles > 1;
     // The finish launch has no fn to stage: its whole tile's tree fits in shared memory.
@@ -214,13 +209,11 @@ mod tests {
                 let rows_pad = (p.tt as usize).next_power_of_two();
                 assert_eq!((p.warps as usize * 32 / rows_pad) % 4, 0);
                 assert!(p.smem <= 227 * 1024, "{t} {h} {p:?}");
-                if p.fn_smem {
-                    // Two blocks per SM: 2 x (dynamic + ~2.2 KB static + 1 KB reserved) <= 228 KB.
-                    assert!(
-                        2 * (p.smem as usize + 2200 + 1024) <= 228 * 1024,
-                        "{t} {h} {p:?}"
-                    );
-                }
+                // Two blocks per SM: 2 x (dynamic + ~2.2 KB static + 1 KB reserved) <= 228 KB.
+                assert!(
+                    2 * (p.smem as usize + 2200 + 1024) <= 228 * 1024,
+                    "{t} {h} {p:?}"
+                );
             }
         }
     }

@@ -12,6 +12,13 @@ typedef unsigned long long u64;
 #define WARP 32
 #define FULL_MASK 0xffffffffu
 
+// The lane index (volatile: read where used, never kept in a register across a long phase).
+__device__ __forceinline__ int lane_id() {
+  int l;
+  asm volatile("mov.u32 %0, %%laneid;" : "=r"(l));
+  return l;
+}
+
 __device__ __forceinline__ float bf16_to_f32(bf16_t b) { return __uint_as_float(((u32)b) << 16); }
 __device__ __forceinline__ float bf16_lo(u32 w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float bf16_hi(u32 w) { return __uint_as_float(w & 0xffff0000u); }
@@ -108,10 +115,35 @@ __device__ __forceinline__ void mx_quantize8(const float v[8], bool valid, unsig
   }
 }
 
+// Correctly rounded 1/x and a/b without a branch: the fast path of the IEEE sequences
+// (approximate reciprocal + one Newton step; quotient + one FMA correction, Markstein), exact for
+// normal x, b with magnitude below 2^126. `slow` is set for any other x, and the caller redoes
+// its work with the IEEE functions. (Each IEEE call carries its own slow-path branch, and a
+// thread's branches do not overlap: 40 dependent Sinkhorn passes cost ~8 us that way on the H200.)
+__device__ __forceinline__ bool rcp_fast_ok(float x) {
+  return ((__float_as_uint(x) + 0x1800000u) & 0x7f800000u) > 0x1ffffffu;
+}
+template <bool FAST>
+__device__ __forceinline__ float rcp_rn(float x, bool& slow) {
+  if (!FAST) return __frcp_rn(x);
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  slow |= !rcp_fast_ok(x);
+  return fmaf(r, fmaf(-x, r, 1.0f), r);
+}
+template <bool FAST>
+__device__ __forceinline__ float div_rn(float a, float b, bool& slow) {
+  if (!FAST) return __fdiv_rn(a, b);
+  const float y = rcp_rn<true>(b, slow);
+  const float q = a * y;
+  return fmaf(fmaf(-b, q, a), y, q);
+}
+
 // Sinkhorn of SPEC section 2 on one token's 4x4 logits held in registers: row softmax + eps,
 // a column pass, then (iters - 1) row and column passes. Division by a row or column sum is a
 // multiplication by its correctly rounded reciprocal (within one f32 ulp of the division).
-__device__ __forceinline__ void sinkhorn4(float c[16], int iters, float eps) {
+template <bool FAST>
+__device__ __forceinline__ void sinkhorn4(float c[16], int iters, float eps, bool& slow) {
 #pragma unroll
   for (int a = 0; a < 4; ++a) {
     float mx = fmaxf(fmaxf(c[4 * a], c[4 * a + 1]), fmaxf(c[4 * a + 2], c[4 * a + 3]));
@@ -119,39 +151,55 @@ __device__ __forceinline__ void sinkhorn4(float c[16], int iters, float eps) {
 #pragma unroll
     for (int b = 0; b < 4; ++b) { c[4 * a + b] = expf(c[4 * a + b] - mx); s += c[4 * a + b]; }
 #pragma unroll
-    for (int b = 0; b < 4; ++b) c[4 * a + b] = __fadd_rn(__fdiv_rn(c[4 * a + b], s), eps);
+    for (int b = 0; b < 4; ++b) c[4 * a + b] = __fadd_rn(div_rn<FAST>(c[4 * a + b], s, slow), eps);
   }
   for (int it = 0; it < iters; ++it) {
     if (it > 0) {
 #pragma unroll
       for (int a = 0; a < 4; ++a) {
-        float r = __frcp_rn(((c[4 * a] + c[4 * a + 1]) + c[4 * a + 2]) + c[4 * a + 3] + eps);
+        float r = rcp_rn<FAST>(((c[4 * a] + c[4 * a + 1]) + c[4 * a + 2]) + c[4 * a + 3] + eps, slow);
 #pragma unroll
         for (int b = 0; b < 4; ++b) c[4 * a + b] *= r;
       }
     }
 #pragma unroll
     for (int b = 0; b < 4; ++b) {
-      float r = __frcp_rn(((c[b] + c[4 + b]) + c[8 + b]) + c[12 + b] + eps);
+      float r = rcp_rn<FAST>(((c[b] + c[4 + b]) + c[8 + b]) + c[12 + b] + eps, slow);
 #pragma unroll
       for (int a = 0; a < 4; ++a) c[4 * a + b] *= r;
     }
   }
 }
 
-// Steps 4-7 of SPEC section 2 for n = 4: mixes m[24] -> pre[4], post[4], comb[16].
-__device__ __forceinline__ void gates4(const float m[24], const float* scale, const float* base,
-                                       float hc_eps, float post_mult, int iters, float pre[4],
-                                       float post[4], float comb[16]) {
+template <bool FAST>
+__device__ __forceinline__ float sigmoid_rn(float z, bool& slow) {
+  return rcp_rn<FAST>(1.0f + expf(-z), slow);
+}
+
+template <bool FAST>
+__device__ __forceinline__ void gates4_impl(const float m[24], const float* scale, const float* base,
+                                            float hc_eps, float post_mult, int iters, float pre[4],
+                                            float post[4], float comb[16], bool& slow) {
   const float s0 = scale[0], s1 = scale[1], s2 = scale[2];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    pre[j] = sigmoidf_(m[j] * s0 + base[j]) + hc_eps;
-    post[j] = sigmoidf_(m[4 + j] * s1 + base[4 + j]) * post_mult;
+    pre[j] = sigmoid_rn<FAST>(m[j] * s0 + base[j], slow) + hc_eps;
+    post[j] = sigmoid_rn<FAST>(m[4 + j] * s1 + base[4 + j], slow) * post_mult;
   }
 #pragma unroll
   for (int a = 0; a < 16; ++a) comb[a] = m[8 + a] * s2 + base[8 + a];
-  sinkhorn4(comb, iters, hc_eps);
+  sinkhorn4<FAST>(comb, iters, hc_eps, slow);
+}
+
+// Steps 4-7 of SPEC section 2 for n = 4: mixes m[24] -> pre[4], post[4], comb[16]. Branch-free
+// arithmetic first; where an operand left the fast path's range, the IEEE version (same bits in
+// range) recomputes everything.
+__device__ __forceinline__ void gates4(const float m[24], const float* scale, const float* base,
+                                       float hc_eps, float post_mult, int iters, float pre[4],
+                                       float post[4], float comb[16]) {
+  bool slow = false;
+  gates4_impl<true>(m, scale, base, hc_eps, post_mult, iters, pre, post, comb, slow);
+  if (slow) gates4_impl<false>(m, scale, base, hc_eps, post_mult, iters, pre, post, comb, slow);
 }
 
 // One tensor-core step: d += a (16x16 bf16, row) * b (16x8 bf16, col), f32 accumulation.
@@ -171,3 +219,11 @@ __device__ __forceinline__ void split3(float f, float& hi, float& mid, float& lo
   mid = bf16_to_f32(f32_to_bf16(r1));
   lo = r1 - mid;
 }
+
+// Asynchronous 16-byte copies global -> shared (sm_80+): many in flight per thread without
+// holding registers. `bytes` < 16 zero-fills the rest (0: a zero vector, nothing is read).
+__device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src, int bytes) {
+  const u32 d = (u32)__cvta_generic_to_shared(smem_dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(gmem_src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }

@@ -49,12 +49,12 @@ struct FusedParams {
   float* rec_m;           // [T][nrec][NMIX]
   double* rec_ss;         // [T][nrec][2]: gate and norm sums of squares
   u32* counters;          // [tiles], zero between launches
-  int T, H, tt, tiles, W, nrec, rpad, fn_smem, rows_batch, iters;
+  int T, H, tt, tiles, W, nrec, rpad, rows_batch, iters;
   int mode;               // 0: last block of a tile finishes it; 1: tiles only; 2: finish only
   float hc_eps, rms_eps, norm_eps, post_mult;
 };
 
-// Dynamic shared memory (sized in plan.rs): [fn slice, if fn_smem][scratch], where scratch holds
+// Dynamic shared memory (sized in plan.rs): [fn slice, when the op has mixes][scratch], where scratch holds
 // in turn the tile's staged coefficients, the warps' partials, and the tail's tree buffers.
 
 template <int NIN, int NMIX>
@@ -74,29 +74,44 @@ __device__ __forceinline__ void emit_li(const FusedParams& p, int tok, int h, co
   }
 }
 
+// 8 consecutive fn values of row mrow, stream j, for lane quarter q of the warp's chunk, from the
+// block's staged slice: [j][mrow][W*8 float4], float4 columns swizzled by (mrow & 1) against bank
+// conflicts. Rows past NMIX and chunks past H were staged as zeros.
 template <int NIN, int NMIX>
 __device__ __forceinline__ void load_fn8(const FusedParams& p, const float* sfn, int j, int mrow,
-                                         int warp, int q, int chunk, float f[8]) {
-  if (mrow < NMIX && chunk * CHUNK < p.H) {
-    if (p.fn_smem) {
-      // [j][mrow][W*8 float4], float4 column swizzled by (mrow & 1) against bank conflicts.
-      const int row4 = p.W * 8;
-      const float4* s = (const float4*)sfn + ((size_t)(j * Shape<NIN, NMIX>::NMIXP + mrow) * row4);
-      const int c0 = (warp * 8 + 2 * q) ^ (mrow & 1);
-      const int c1 = (warp * 8 + 2 * q + 1) ^ (mrow & 1);
-      float4 a = s[c0], b = s[c1];
-      f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w;
-      f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
-    } else {
-      const size_t K = (size_t)NIN * p.H;
-      const float4* g = (const float4*)(p.fn + (size_t)mrow * K + (size_t)j * p.H + chunk * CHUNK + 8 * q);
-      float4 a = __ldg(g), b = __ldg(g + 1);
-      f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w;
-      f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
-    }
+                                         int warp, int q, bool chunk_ok, float f[8]) {
+  // The branch (warps past W and chunks past H multiply zeros) also keeps the compiler from
+  // hoisting every stream's reads to the top of the projection, beyond the register budget.
+  if (chunk_ok) {
+    const int row4 = p.W * 8;
+    const float4* s = (const float4*)sfn + ((size_t)(j * Shape<NIN, NMIX>::NMIXP + mrow) * row4);
+    const float4 a = s[(warp * 8 + 2 * q) ^ (mrow & 1)], b = s[(warp * 8 + 2 * q + 1) ^ (mrow & 1)];
+    f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w;
+    f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
   } else {
 #pragma unroll
     for (int e = 0; e < 8; ++e) f[e] = 0.0f;
+  }
+}
+
+// Sums v over each row's tpr consecutive threads (a power of two); the row's first thread gets
+// the total. Shuffles inside a warp, then shared memory across the row's warps (f64 sums of bf16
+// squares are exact, so the order is free). All threads of the block call it.
+__device__ __forceinline__ void row_sum(double& v, int tpr, float* scratch) {
+  const int wl = min(tpr, WARP);
+  for (int o = wl / 2; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+  if (tpr > WARP) {
+    double* red = (double*)scratch;
+    const int warp = threadIdx.x / WARP;
+    __syncthreads();  // earlier readers of scratch are done
+    if (threadIdx.x % WARP == 0) red[warp] = v;
+    __syncthreads();
+    if (threadIdx.x % tpr == 0) {
+      const int per = tpr / WARP;
+      double t = 0.0;
+      for (int k = 0; k < per; ++k) t += red[warp + k];
+      v = t;
+    }
   }
 }
 
@@ -158,53 +173,54 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch) {
         sn += ld_cg_f64(rec + 1);
       }
     }
-    double* red = (double*)scratch;
-    red[tid] = sg;
-    red[nthr + tid] = sn;
-    __syncthreads();
-    for (int s = tpr / 2; s > 0; s >>= 1) {
-      if (lr < s) {
-        red[tid] += red[tid + s];
-        red[nthr + tid] += red[nthr + tid + s];
-      }
-      __syncthreads();
-    }
+    row_sum(sg, tpr, scratch);
+    row_sum(sn, tpr, scratch + 2 * (nthr / WARP));
     if (lr == 0 && row_ok) {
-      s_ss[r][0] = red[tid];
-      s_ss[r][1] = red[nthr + tid];
+      s_ss[r][0] = sg;
+      s_ss[r][1] = sn;
     }
   }
   __syncthreads();
 
-  // 2) Gates, one thread per token.
-  if (tid < rows) {
-    const int tok = row0 + tid;
+  // 2) Gates, one thread per token. The carried ops' layer input does not wait for them: there
+  // the block's last warp computes them while the other warps start the RMSNorm pass.
+  auto gates_row = [&](int i) {
+    const int tok = row0 + i;
     if (NMIX == 24) {
-      const float rinv = rms_factor(s_ss[tid][0], NIN * p.H, p.rms_eps);
+      const float rinv = rms_factor(s_ss[i][0], NIN * p.H, p.rms_eps);
       float m[24], pre[4], post[4], comb[16];
 #pragma unroll
-      for (int c = 0; c < 24; ++c) m[c] = rinv * s_m[tid][c];
+      for (int c = 0; c < 24; ++c) m[c] = rinv * s_m[i][c];
       gates4(m, p.scale, p.base, p.hc_eps, p.post_mult, p.iters, pre, post, comb);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         p.pre_out[tok * 4 + j] = pre[j];
         p.post_out[tok * 4 + j] = post[j];
-        s_p[tid][j] = pre[j];
+        s_p[i][j] = pre[j];
       }
 #pragma unroll
       for (int a = 0; a < 16; ++a) p.comb_out[tok * 16 + a] = comb[a];
     } else if (NMIX == 4) {
-      const float rinv = rms_factor(s_ss[tid][0], NIN * p.H, p.rms_eps);
+      const float rinv = rms_factor(s_ss[i][0], NIN * p.H, p.rms_eps);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const float pj = sigmoidf_(rinv * s_m[tid][j] * p.scale[0] + p.base[j]) + p.hc_eps;
+        const float pj = sigmoidf_(rinv * s_m[i][j] * p.scale[0] + p.base[j]) + p.hc_eps;
         p.pre_out[tok * 4 + j] = pj;
-        s_p[tid][j] = pj;
+        s_p[i][j] = pj;
       }
     }
-    if (CARRIED && has_norm) s_rinv[tid] = rms_factor(s_ss[tid][1], p.H, p.norm_eps);
+  };
+  if (CARRIED) {
+    if (has_norm) {
+      if (tid < rows) s_rinv[tid] = rms_factor(s_ss[tid][1], p.H, p.norm_eps);
+      __syncthreads();
+    }
+    const int gi = tid - (nthr - WARP);  // rows <= MAXTT <= WARP
+    if (gi >= 0 && gi < rows) gates_row(gi);
+  } else {
+    if (tid < rows) gates_row(tid);
+    __syncthreads();
   }
-  __syncthreads();
 
   // 3) Layer-input passes.
   const int H8 = p.H / 8;
@@ -249,14 +265,8 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch) {
       }
     }
     if (has_norm) {
-      double* red = (double*)scratch;
-      red[tid] = ss;
-      __syncthreads();
-      for (int s = tpr / 2; s > 0; s >>= 1) {
-        if (lr < s) red[tid] += red[tid + s];
-        __syncthreads();
-      }
-      if (lr == 0 && row_ok) s_rinv[r] = rms_factor(red[tid], p.H, p.norm_eps);
+      row_sum(ss, tpr, scratch);
+      if (lr == 0 && row_ok) s_rinv[r] = rms_factor(ss, p.H, p.norm_eps);
       __syncthreads();
     }
   }
@@ -299,7 +309,7 @@ __device__ void seam_kernel_body(const FusedParams& p) {
   // The tail is needed unless the op is a plain carried collapse without norm.
   const bool need_finish = NMIX > 0 || has_norm || !CARRIED;
 
-  const size_t fn_bytes = (NMIX > 0 && p.fn_smem) ? (size_t)NIN * S::NMIXP * p.W * CHUNK * 4 : 0;
+  const size_t fn_bytes = NMIX > 0 ? (size_t)NIN * S::NMIXP * p.W * CHUNK * 4 : 0;
   float* sfn = (float*)smem;
   float* scratch = (float*)(smem + fn_bytes);
   float* scoef = scratch;  // dead once the elementwise phase is over (a barrier separates them)
@@ -314,17 +324,20 @@ __device__ void seam_kernel_body(const FusedParams& p) {
     return;
   }
 
-  if (NMIX > 0 && p.fn_smem) {
+  // Stage the group's slice of fn with asynchronous copies, all in flight at once; they land
+  // while the first tile's elementwise phase runs (waited for before its projection).
+  if (NMIX > 0) {
+    // One fixed float4 column per thread (row4 and the block size are powers of two, the block
+    // at least 4 rows wide), rows stepping by the block: no division in the loop.
     const int row4 = p.W * 8;
-    const int total = NIN * S::NMIXP * row4;
+    const int c4 = tid % row4, rstep = blockDim.x / row4;
+    const int h = grp * p.W * CHUNK + c4 * 4;
     const size_t K = (size_t)NIN * p.H;
-    for (int i = tid; i < total; i += blockDim.x) {
-      const int j = i / (S::NMIXP * row4), rem = i % (S::NMIXP * row4);
-      const int mrow = rem / row4, c4 = rem % row4;
-      const int h = grp * p.W * CHUNK + c4 * 4;
-      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (mrow < NMIX && h < p.H) v = __ldg((const float4*)(p.fn + (size_t)mrow * K + (size_t)j * p.H + h));
-      ((float4*)sfn)[(size_t)(j * S::NMIXP + mrow) * row4 + (c4 ^ (mrow & 1))] = v;
+    for (int r = tid / row4; r < NIN * S::NMIXP; r += rstep) {
+      const int j = r / S::NMIXP, mrow = r % S::NMIXP;
+      const bool ok = mrow < NMIX && h < p.H;
+      const float* src = ok ? p.fn + (size_t)mrow * K + (size_t)j * p.H + h : p.fn;
+      cp_async16((float4*)sfn + (size_t)r * row4 + (c4 ^ (mrow & 1)), src, ok ? 16 : 0);
     }
   }
 
@@ -447,12 +460,15 @@ __device__ void seam_kernel_body(const FusedParams& p) {
 #pragma unroll
     for (int nt = 0; nt < S::NT; ++nt) d[nt][0] = d[nt][1] = d[nt][2] = d[nt][3] = 0.0f;
     if (NMIX > 0) {
+      // fn has landed (a no-op after the first tile).
+      cp_async_wait_all();
+      __syncthreads();
 #pragma unroll
       for (int j = 0; j < NIN; ++j) {
 #pragma unroll
         for (int nt = 0; nt < S::NT; ++nt) {
           float f[8];
-          load_fn8<NIN, NMIX>(p, sfn, j, nt * 8 + g, warp, q, chunk_ok ? chunk : p.H, f);
+          load_fn8<NIN, NMIX>(p, sfn, j, nt * 8 + g, warp, q, chunk_ok, f);
 #pragma unroll
           for (int u = 0; u < 2; ++u) {
             float h0, m0, l0, h1, m1, l1, h2, m2, l2, h3, m3, l3;
@@ -497,6 +513,8 @@ __device__ void seam_kernel_body(const FusedParams& p) {
     float* part = scratch;
     double* sss = (double*)(scratch + nw * MAXTT * S::NM);
     if (warp < p.W) {
+      // The lane's quad position, re-read rather than kept live through the projection.
+      const int q = lane_id() & 3;
       if (NMIX > 0) {
 #pragma unroll
         for (int nt = 0; nt < S::NT; ++nt) {
@@ -542,13 +560,18 @@ __device__ void seam_kernel_body(const FusedParams& p) {
       rec[1] = sn;
     }
     if (p.mode == 1) continue;  // a second launch finishes the tiles
-    // Publish, then let the last block of this tile finish it.
-    __threadfence();
+    // Publish, then let the last block of this tile finish it. The barrier orders the block's
+    // record writes before thread 0's fence and atomic (release); thread 0's fence after the
+    // atomic and the barrier order the finisher's reads after every block's writes (acquire).
     __syncthreads();
-    if (tid == 0) s_last = atomicAdd(p.counters + tile, 1u) == (u32)(gridDim.x - 1);
+    if (tid == 0) {
+      __threadfence();
+      const bool last = atomicAdd(p.counters + tile, 1u) == (u32)(gridDim.x - 1);
+      if (last) __threadfence();
+      s_last = last;
+    }
     __syncthreads();
     if (s_last) {
-      __threadfence();
       finish_tile<PM, NIN, NMIX, CARRIED>(p, tile, scratch);
       if (tid == 0) p.counters[tile] = 0;
     }
