@@ -41,8 +41,6 @@ macro_rules! gpu {
     };
 }
 
-const HS: [usize; 3] = [4096, 5120, 7168];
-
 #[test]
 fn fused_every_op_every_t_h4096() {
     fused_every_op_every_t(4096);
