@@ -64,7 +64,7 @@ fi
 if want ncu; then
   # Hardware counters of the fused seam (Firecracker machines only; clocks left alone).
   for t in ${NCU_T:-1 128}; do
-    step ncu-t$t ncu --clock-control none --kernel-name regex:mhc_seam --launch-skip 3 --launch-count 1 \
+    step ncu-t$t ncu --clock-control none --kernel-name regex:mhc_seam --launch-skip 3 --launch-count 2 \
       --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
       --section MemoryWorkloadAnalysis --section SchedulerStats \
       $B/mhc bench --backend cuda --hidden 5120 --tokens $t --no-baseline --no-eager --rounds 1 --reps 1
@@ -74,7 +74,7 @@ if want ncusrc; then
   # Where the warps of one fused seam stall, per SASS instruction (T = NCU_T, first value).
   t=${NCU_T:-1}; t=${t%% *}
   step ncu-full ncu --clock-control none --kernel-name regex:mhc_seam --launch-skip 3 --launch-count 1 --set full \
-    --import-source no -f -o "$OUT/seam-t$t" $B/mhc bench --backend cuda --hidden 5120 --tokens $t --no-baseline --no-eager --rounds 1 --reps 1
+    --warp-sampling-interval 0 --import-source no -f -o "$OUT/seam-t$t" $B/mhc bench --backend cuda --hidden 5120 --tokens $t --no-baseline --no-eager --rounds 1 --reps 1
   step ncu-source bash -c "ncu -i '$OUT/seam-t$t.ncu-rep' --page source --csv --print-source sass > '$LOG/ncu-source.csv'; ncu -i '$OUT/seam-t$t.ncu-rep' --page details > '$LOG/ncu-details.txt'; wc -l '$LOG/ncu-source.csv'"
 fi
 if want variants; then

@@ -75,7 +75,7 @@ __device__ __forceinline__ void emit_li(const FusedParams& p, int tok, int h, co
 }
 
 // 8 consecutive fn values of row mrow, stream j, for lane quarter q of the warp's chunk, from the
-// block's staged slice: [j][mrow][W*8 float4], float4 columns swizzled by (mrow & 1) against bank
+// block's staged slice: [mrow][j][W*8 float4], float4 columns swizzled by (mrow & 1) against bank
 // conflicts. Rows past NMIX and chunks past H were staged as zeros.
 template <int NIN, int NMIX>
 __device__ __forceinline__ void load_fn8(const FusedParams& p, const float* sfn, int j, int mrow,
@@ -84,7 +84,7 @@ __device__ __forceinline__ void load_fn8(const FusedParams& p, const float* sfn,
   // hoisting every stream's reads to the top of the projection, beyond the register budget.
   if (chunk_ok) {
     const int row4 = p.W * 8;
-    const float4* s = (const float4*)sfn + ((size_t)(j * Shape<NIN, NMIX>::NMIXP + mrow) * row4);
+    const float4* s = (const float4*)sfn + ((size_t)(mrow * NIN + j) * row4);
     const float4 a = s[(warp * 8 + 2 * q) ^ (mrow & 1)], b = s[(warp * 8 + 2 * q + 1) ^ (mrow & 1)];
     f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w;
     f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
@@ -129,8 +129,26 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch) {
   __shared__ float s_rinv[MAXTT];
   __shared__ double s_ss[MAXTT][2];
 
-  // 1) Upper levels of the chunk tree, rows_batch rows at a time.
-  if (NMIX > 0) {
+  // 1) Upper levels of the chunk tree. Up to 32 records (every default plan at H <= 8192): one
+  // thread per (row, mix) loads its records at once and sums them in registers, pairing exactly
+  // as the shared-memory tree below does. More records: the tree in shared memory, rows_batch
+  // rows at a time.
+  if (NMIX > 0 && p.rpad <= 32) {
+    for (int i = tid; i < rows * NM; i += nthr) {
+      const int r = i / NM, mix = i % NM;
+      const float* rec = p.rec_m + (size_t)(row0 + r) * p.nrec * NM + mix;
+      float v[32];
+#pragma unroll
+      for (int k = 0; k < 32; ++k) v[k] = k < p.nrec ? ld_cg_f32(rec + (size_t)k * NM) : 0.0f;
+#pragma unroll
+      for (int s = 1; s < 32; s <<= 1) {
+#pragma unroll
+        for (int k = 0; k < 32; k += 2 * s) v[k] += v[k + s];
+      }
+      s_m[r][mix] = v[0];
+    }
+    __syncthreads();
+  } else if (NMIX > 0) {
     for (int rb = 0; rb < rows; rb += p.rows_batch) {
       const int nb = min(p.rows_batch, rows - rb);
       const int seg = p.rpad;
@@ -328,16 +346,16 @@ __device__ void seam_kernel_body(const FusedParams& p) {
   // while the first tile's elementwise phase runs (waited for before its projection).
   if (NMIX > 0) {
     // One fixed float4 column per thread (row4 and the block size are powers of two, the block
-    // at least 4 rows wide), rows stepping by the block: no division in the loop.
+    // at least 4 rows wide), rows stepping by the block. Staged row r = mrow * NIN + j is fn row
+    // mrow, stream j: fn + r * H in global memory, so the addresses are linear in r.
     const int row4 = p.W * 8;
     const int c4 = tid % row4, rstep = blockDim.x / row4;
     const int h = grp * p.W * CHUNK + c4 * 4;
-    const size_t K = (size_t)NIN * p.H;
+    const bool hok = h < p.H;
     for (int r = tid / row4; r < NIN * S::NMIXP; r += rstep) {
-      const int j = r / S::NMIXP, mrow = r % S::NMIXP;
-      const bool ok = mrow < NMIX && h < p.H;
-      const float* src = ok ? p.fn + (size_t)mrow * K + (size_t)j * p.H + h : p.fn;
-      cp_async16((float4*)sfn + (size_t)r * row4 + (c4 ^ (mrow & 1)), src, ok ? 16 : 0);
+      const bool ok = hok && r < NIN * NMIX;
+      const int swz = (r / NIN) & 1;
+      cp_async16((float4*)sfn + (size_t)r * row4 + (c4 ^ swz), ok ? p.fn + (size_t)r * p.H + h : p.fn, ok ? 16 : 0);
     }
   }
 
