@@ -12,7 +12,7 @@ export MHC_CACHE_DIR=${MHC_CACHE_DIR:-/tmp/mhc-kernel-cache}
 # The device tool returns only a few files: work in a scratch folder and hand back one archive.
 RESULT=${OUT:-/tmp/mhc-out}
 OUT=/tmp/mhc-session
-rm -rf "$OUT"
+[ -n "${KEEP_SESSION:-}" ] || rm -rf "$OUT"
 LOG=$OUT/logs
 mkdir -p "$LOG"
 B=.gpu
@@ -71,11 +71,12 @@ if want ncu; then
   done
 fi
 if want ncusrc; then
-  # Where the warps of one fused seam stall, per SASS instruction (T = NCU_T, first value).
-  t=${NCU_T:-1}; t=${t%% *}
-  step ncu-full ncu --clock-control none --kernel-name regex:mhc_seam --launch-skip 3 --launch-count 1 --set full \
-    --warp-sampling-interval 0 --import-source no -f -o "$OUT/seam-t$t" $B/mhc bench --backend cuda --hidden 5120 --tokens $t --no-baseline --no-eager --rounds 1 --reps 1
-  step ncu-source bash -c "ncu -i '$OUT/seam-t$t.ncu-rep' --page source --csv --print-source sass > '$LOG/ncu-source.csv'; ncu -i '$OUT/seam-t$t.ncu-rep' --page details > '$LOG/ncu-details.txt'; wc -l '$LOG/ncu-source.csv'"
+  # Where the warps of one fused seam launch stall, per SASS instruction (T = NCU_T, first value;
+  # NCU_SKIP launches skipped: at large T launches alternate tiles, tails).
+  t=${NCU_T:-1}; t=${t%% *}; sk=${NCU_SKIP:-3}
+  step ncu-full ncu --clock-control none --kernel-name regex:mhc_seam --launch-skip $sk --launch-count 1 --set full \
+    --warp-sampling-interval ${NCU_INTERVAL:-0} --import-source no -f -o "$OUT/seam-t$t-$sk" $B/mhc bench --backend cuda --hidden 5120 --tokens $t --no-baseline --no-eager --rounds 1 --reps 1
+  step ncu-source bash -c "ncu -i '$OUT/seam-t$t-$sk.ncu-rep' --page source --csv --print-source sass > '$LOG/ncu-source-t$t-$sk.csv'; ncu -i '$OUT/seam-t$t-$sk.ncu-rep' --page details > '$LOG/ncu-details-t$t-$sk.txt'; rm '$OUT/seam-t$t-$sk.ncu-rep'"
 fi
 if want variants; then
   # The same seam with the Sinkhorn shortened or doubled: the difference is its cost.

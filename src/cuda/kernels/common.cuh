@@ -211,13 +211,19 @@ __device__ __forceinline__ void mma_bf16(float d[4], const u32 a[4], const u32 b
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// Splits an f32 into three bf16 pieces whose sum is the f32 (8 + 8 + 8 significant bits, each
-// remainder exact): the projection runs on bf16 tensor cores with f32 accuracy.
+// Splits an f32 into three bf16 pieces whose sum is the f32: hi = the top 8 significant bits
+// (truncated), mid = the top 8 bits of the exact remainder, lo = the rest (at most 8 significant
+// bits, so a bf16 value). Bit masks and exact subtractions only: the bf16 conversion instruction
+// runs at a quarter of the ALU rate and was the largest cost of the projection (PERF_NOTES.md).
 __device__ __forceinline__ void split3(float f, float& hi, float& mid, float& lo) {
-  hi = bf16_to_f32(f32_to_bf16(f));
-  float r1 = f - hi;
-  mid = bf16_to_f32(f32_to_bf16(r1));
-  lo = r1 - mid;
+  hi = __uint_as_float(__float_as_uint(f) & 0xffff0000u);
+  const float r1 = f - hi;  // exact
+  mid = __uint_as_float(__float_as_uint(r1) & 0xffff0000u);
+  lo = r1 - mid;  // exact
+}
+// Two bf16 values held exactly in f32 registers -> one bf16x2 word (`lo` in the low half).
+__device__ __forceinline__ u32 pack_exact_bf16x2(float lo, float hi) {
+  return __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632);
 }
 
 // Asynchronous 16-byte copies global -> shared (sm_80+): many in flight per thread without

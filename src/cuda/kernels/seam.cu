@@ -496,9 +496,9 @@ __device__ void seam_kernel_body(const FusedParams& p) {
             split3(f[4 * u + 3], h3, m3, l3);
             const u32 a[4] = {word(av[0][j], 2 * u), word(av[1][j], 2 * u), word(av[0][j], 2 * u + 1),
                               word(av[1][j], 2 * u + 1)};
-            const u32 bh[2] = {pack_bf16x2(h0, h1), pack_bf16x2(h2, h3)};
-            const u32 bm[2] = {pack_bf16x2(m0, m1), pack_bf16x2(m2, m3)};
-            const u32 bl[2] = {pack_bf16x2(l0, l1), pack_bf16x2(l2, l3)};
+            const u32 bh[2] = {pack_exact_bf16x2(h0, h1), pack_exact_bf16x2(h2, h3)};
+            const u32 bm[2] = {pack_exact_bf16x2(m0, m1), pack_exact_bf16x2(m2, m3)};
+            const u32 bl[2] = {pack_exact_bf16x2(l0, l1), pack_exact_bf16x2(l2, l3)};
             mma_bf16(d[nt], a, bh);
             mma_bf16(d[nt], a, bm);
             mma_bf16(d[nt], a, bl);
