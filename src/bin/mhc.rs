@@ -626,7 +626,7 @@ fn cmd_kernels(a: KernelsArgs) -> Result<bool> {
     let v = cuda::nvrtc::version()?;
     println!("NVRTC {}.{}, target {}", v.0, v.1, a.arch);
     println!(
-        "{:<18} {:>5} {:>6} {:>8} {:>8} {:>7}",
+        "{:<24} {:>5} {:>6} {:>8} {:>8} {:>7}",
         "kernel", "regs", "stack", "spill st", "spill ld", "smem"
     );
     let mut ok = true;
@@ -640,7 +640,7 @@ fn cmd_kernels(a: KernelsArgs) -> Result<bool> {
                     let spill = r.spill_stores + r.spill_loads > 0;
                     ok &= !spill;
                     println!(
-                        "{:<18} {:>5} {:>6} {:>8} {:>8} {:>7}{}",
+                        "{:<24} {:>5} {:>6} {:>8} {:>8} {:>7}{}",
                         r.name,
                         r.registers,
                         r.stack,

@@ -1,12 +1,13 @@
-// The fused seam family: one launch per call for seam (V4.1), seam_v4, pre, pre_delayed, entry,
-// head and final, at any T.
+// The fused seam family: seam (V4.1), seam_v4, pre, pre_delayed, entry, head and final, in one
+// launch per call up to T = 256 and two above.
 //
 // Work split. H is cut into chunks of 32 channels; a warp owns one chunk of one tile of up to 16
 // tokens and does everything elementwise there (post_map, the carried collapse, the MXFP8 block
 // of its quad) plus that chunk's share of the projection on tensor cores. A block holds W warps
 // (W consecutive chunks, a "group"); blockIdx.x is the group, blockIdx.y walks the token tiles
-// (persistently when gridDim.y < tiles, with the group's slice of fn staged once in shared
-// memory). Each block writes per-token partial records; the last block to finish a tile (an
+// (persistently when gridDim.y < tiles). Every block stages its group's slice of fn in shared
+// memory once, with asynchronous copies issued at kernel start. Each block writes per-token
+// partial records; the last block to finish a tile (an
 // atomic counter per tile, reset by that block) reduces them and runs the per-token tail: the
 // RMS factors, sigmoids, Sinkhorn, and the RMSNorm pass over the layer input.
 //
