@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{cfg, run_all, seam_inputs};
+use common::{cfg, run_all, same_bits, seam_inputs};
 use half::bf16;
 use mhc::check::{self, Case};
 use mhc::cuda::{
@@ -477,13 +477,7 @@ fn one_hot_pre_is_a_bit_exact_copy_on_the_gpu() {
     for i in 0..t {
         let j = i % 4;
         let src = &r[(i * 4 + j) * 7168..(i * 4 + j + 1) * 7168];
-        assert!(
-            li[i * 7168..(i + 1) * 7168]
-                .iter()
-                .zip(src)
-                .all(|(a, b)| a.to_bits() == b.to_bits()),
-            "token {i}"
-        );
+        assert!(same_bits(&li[i * 7168..(i + 1) * 7168], src), "token {i}");
     }
 }
 

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{cfg, run_all, seam_inputs};
+use common::{cfg, run_all, same_bits, seam_inputs};
 use half::bf16;
 use mhc::check::{self, Case};
 use mhc::ops::{Backend, CpuBackend, Op, OpArgs};
@@ -93,10 +93,7 @@ fn one_hot_pre_collapses_to_a_bit_exact_copy() {
             for t in 0..5 {
                 let want = &r[(t * n + j) * 320..(t * n + j + 1) * 320];
                 assert!(
-                    li[t * 320..(t + 1) * 320]
-                        .iter()
-                        .zip(want)
-                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    same_bits(&li[t * 320..(t + 1) * 320], want),
                     "n={n} stream {j} token {t}"
                 );
             }
@@ -144,7 +141,7 @@ fn identity_comb_and_zero_post_copy_the_residual() {
     }
     let args = OpArgs::post_map(&c, x, r, &post, &comb).unwrap();
     let out = CpuBackend.execute(&args).unwrap().0.residual_out.unwrap();
-    assert!(out.iter().zip(r).all(|(a, b)| a.to_bits() == b.to_bits()));
+    assert!(same_bits(&out, r));
 }
 
 #[test]

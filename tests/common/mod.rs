@@ -76,3 +76,8 @@ pub fn seam_inputs(c: &Config, t: usize, seed: u64) -> TensorMap {
         seed,
     )
 }
+
+/// Whether two bf16 slices hold the same bits (the same length, every element bit-equal).
+pub fn same_bits(a: &[half::bf16], b: &[half::bf16]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
