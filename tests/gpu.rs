@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{cfg, run_all, same_bits, seam_inputs};
+use common::{SEAM_FAMILY, cfg, run_all, same_bits, seam_inputs};
 use half::bf16;
 use mhc::check::{self, Case};
 use mhc::cuda::{
@@ -58,53 +58,43 @@ fn fused_every_op_every_t_h7168() {
 
 fn fused_every_op_every_t(h: usize) {
     gpu!(e, PathChoice::Auto);
-    {
-        let c = cfg(4, h);
-        let mut cases = check::standard_cases(&[1, 2, 3, 7, 16, 33, 128]);
-        // T = 1000 for the seam family with everything on.
-        for op in [
-            Op::Seam,
-            Op::SeamV4,
-            Op::Pre,
-            Op::PreDelayed,
-            Op::Entry,
-            Op::Head,
-            Op::Final,
-        ] {
-            cases.push(Case {
-                op,
-                t: 1000,
-                norm: true,
-                fp8: op.has_layer_input(),
-            });
-        }
+    let c = cfg(4, h);
+    let mut cases = check::standard_cases(&[1, 2, 3, 7, 16, 33, 128]);
+    // T = 1000 for the seam family with everything on.
+    for op in SEAM_FAMILY {
         cases.push(Case {
-            op: Op::Seam,
-            t: 16384,
+            op,
+            t: 1000,
             norm: true,
-            fp8: true,
+            fp8: op.has_layer_input(),
         });
-        cases.push(Case {
-            op: Op::Seam,
-            t: 16384,
-            norm: false,
-            fp8: false,
-        });
-        let reports = run_all(&e, &c, &cases);
-        // Positive control: these ops really ran fused, so declines elsewhere mean something.
-        for r in &reports {
-            let fused_op = !matches!(r.op, Op::Gates | Op::Rmsnorm);
-            if fused_op {
-                assert_eq!(
-                    r.route.path, "fused",
-                    "{} T={} H={h}: {}",
-                    r.op, r.t, r.route
-                );
-                assert!(r.route.declined.is_empty());
-            } else {
-                assert_eq!(r.route.path, "unfused", "{}", r.route);
-                assert!(r.route.declined[0].reason.contains("alone"), "{}", r.route);
-            }
+    }
+    cases.push(Case {
+        op: Op::Seam,
+        t: 16384,
+        norm: true,
+        fp8: true,
+    });
+    cases.push(Case {
+        op: Op::Seam,
+        t: 16384,
+        norm: false,
+        fp8: false,
+    });
+    let reports = run_all(&e, &c, &cases);
+    // Positive control: these ops really ran fused, so declines elsewhere mean something.
+    for r in &reports {
+        let fused_op = !matches!(r.op, Op::Gates | Op::Rmsnorm);
+        if fused_op {
+            assert_eq!(
+                r.route.path, "fused",
+                "{} T={} H={h}: {}",
+                r.op, r.t, r.route
+            );
+            assert!(r.route.declined.is_empty());
+        } else {
+            assert_eq!(r.route.path, "unfused", "{}", r.route);
+            assert!(r.route.declined[0].reason.contains("alone"), "{}", r.route);
         }
     }
 }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{cfg, run_all, same_bits, seam_inputs};
+use common::{SEAM_FAMILY, cfg, run_all, same_bits, seam_inputs};
 use half::bf16;
 use mhc::check::{self, Case};
 use mhc::ops::{Backend, CpuBackend, Op, OpArgs};
@@ -22,17 +22,10 @@ fn every_op_small_t_every_n_and_h() {
 
 #[test]
 fn seam_family_large_t() {
-    let ops = [
-        Op::Seam,
-        Op::SeamV4,
-        Op::Pre,
-        Op::PreDelayed,
-        Op::Entry,
-        Op::Head,
-        Op::Final,
-        Op::PostMap,
-        Op::Gates,
-    ];
+    let ops: Vec<Op> = SEAM_FAMILY
+        .into_iter()
+        .chain([Op::PostMap, Op::Gates])
+        .collect();
     for (n, h, ts) in [
         (4, 64, &[128, 1000][..]),
         (2, 64, &[1000]),

@@ -81,3 +81,14 @@ pub fn seam_inputs(c: &Config, t: usize, seed: u64) -> TensorMap {
 pub fn same_bits(a: &[half::bf16], b: &[half::bf16]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
+
+/// The seam family: the ops with a fused kernel that take the residual streams and the weights.
+pub const SEAM_FAMILY: [Op; 7] = [
+    Op::Seam,
+    Op::SeamV4,
+    Op::Pre,
+    Op::PreDelayed,
+    Op::Entry,
+    Op::Head,
+    Op::Final,
+];
