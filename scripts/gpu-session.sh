@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check and timing of a session, in one command on the GPU machine (GUIDE.md):
 #   scripts/gpu-session.sh [STEP...]     steps: info kernels tests tests-fast tests-slow check bench
-#                                        tune ncu sanitize proj all (default all)
+#                                        tune ncu sanitize proj timeline all (default all)
 # Expects the binaries of scripts/build-gpu-bundle.sh in .gpu/. Writes logs, JSON and plots under
 # a scratch folder, packs them into $OUT/session.tar.gz (OUT defaults to /tmp/mhc-out), and prints a
 # short table last.
@@ -58,7 +58,7 @@ if want bench; then
 fi
 if want tune; then
   for plan in ${PLANS:-}; do
-    MHC_PLAN=$plan step tune-$plan $B/mhc bench --backend cuda --hidden ${TUNE_H:-5120} --tokens ${TUNE_T:-1,128} --no-baseline --no-eager --json "$OUT/tune-$plan.json"
+    MHC_PLAN=$plan step tune-$plan $B/mhc bench --backend cuda --hidden ${TUNE_H:-5120} --tokens ${TUNE_T:-1,128} --no-baseline --no-eager ${TUNE_ARGS:-} --json "$OUT/tune-$plan.json"
   done
 fi
 if want ncu; then
@@ -87,6 +87,10 @@ fi
 if want sanitize; then
   step memcheck compute-sanitizer --tool memcheck $B/mhc check --backend cuda --tokens 1,33,300 --preset v4.1-flash
   step racecheck compute-sanitizer --tool racecheck $B/mhc check --backend cuda --tokens 1,33 --ops seam --preset v4.1-flash
+fi
+if want timeline; then
+  # Where a seam's time goes: stamps of the instrumented kernels inside the replayed chain.
+  TAIL=40 step timeline $B/mhc bench --backend cuda --hidden ${TL_H:-5120} --timeline --tokens ${TL_T:-1,4,16,64,128,512,2048} --json "$OUT/timeline.json"
 fi
 want proj && step bench-proj $B/mhc bench --backend cuda --op projection --json "$OUT/bench-proj.json"
 

@@ -31,7 +31,13 @@ fn engine(path: PathChoice) -> Option<CudaEngine> {
         eprintln!("skipped: no GPU");
         return None;
     }
-    Some(CudaEngine::new(EngineOptions { device: 0, path }).expect("engine"))
+    Some(
+        CudaEngine::new(EngineOptions {
+            path,
+            ..EngineOptions::default()
+        })
+        .expect("engine"),
+    )
 }
 
 macro_rules! gpu {
@@ -175,6 +181,55 @@ fn forced_paths_fail_clearly_instead_of_substituting() {
     assert_eq!(r.path, "unfused");
 }
 
+/// Every launch plan (chunks per block, warps, tile size, persistent or not, one launch or two)
+/// gives the same bits for every op of the seam family: the tail's register tree over 1, 2 or 4
+/// groups of records, the shared-memory tree, and the split tails launch all pair the chunks in
+/// the canonical order.
+#[test]
+fn every_plan_gives_the_same_bits() {
+    gpu!(e, PathChoice::Fused);
+    let plans: [(u32, u32, u32, u32); 11] = [
+        (8, 8, 8, 0),
+        (8, 8, 16, 0),
+        (4, 4, 8, 0),
+        (4, 8, 4, 0),
+        (2, 2, 8, 0),
+        (2, 4, 16, 0),
+        (1, 1, 8, 0),
+        (1, 2, 4, 0),
+        (8, 8, 16, 3),
+        (2, 4, 16, 5),
+        (1, 2, 8, 7),
+    ];
+    for h in [5120, 7168] {
+        let c = cfg(4, h);
+        for op in SEAM_FAMILY {
+            for t in [1, 7, 33, 300] {
+                let spec = InputSpec {
+                    op,
+                    t,
+                    norm: op != Op::Head,
+                    proj_nk: (0, 0),
+                };
+                let m = synth::inputs(&c, &spec, (h + t) as u64 * 13 + op as u64);
+                let args = OpArgs::from_map(op, &c, &m, op == Op::Seam).unwrap();
+                e.set_plan_override(None);
+                let want = e.execute(&args).unwrap().0;
+                for p in plans {
+                    e.set_plan_override(Some(p));
+                    let (got, route) = e.execute(&args).unwrap();
+                    assert_eq!(route.path, "fused");
+                    assert!(
+                        got == want,
+                        "{op} H={h} T={t} plan {p:?} differs from the default"
+                    );
+                }
+            }
+        }
+    }
+    e.set_plan_override(None);
+}
+
 fn seam_outputs(e: &CudaEngine, c: &mhc::Config, m: &mhc::tensor::TensorMap) -> mhc::OpOutputs {
     let args = OpArgs::from_map(Op::Seam, c, m, true).unwrap();
     e.execute(&args).unwrap().0
@@ -265,8 +320,11 @@ fn slice_tokens(
     out
 }
 
+/// A chain of dependent seams gives the same bits eagerly without programmatic dependent launch,
+/// eagerly with it, and replayed from a graph captured with it (programmatic edges): a seam that
+/// read its inputs before its predecessor finished would differ.
 #[test]
-fn graph_replay_matches_eager_calls_bit_for_bit() {
+fn graph_replay_and_pdl_match_plain_eager_calls_bit_for_bit() {
     gpu!(e, PathChoice::Auto);
     let c = cfg(4, 5120);
     for t in [1, 37, 2048] {
@@ -300,8 +358,13 @@ fn graph_replay_matches_eager_calls_bit_for_bit() {
             }
             Ok(())
         };
+        e.set_pdl(false);
         let mut eager = init(&e);
         chain(&e, &mut eager).unwrap();
+        e.sync().unwrap();
+        e.set_pdl(true);
+        let mut eager_pdl = init(&e);
+        chain(&e, &mut eager_pdl).unwrap();
         e.sync().unwrap();
         let mut replayed = init(&e);
         let g = e.capture(|e| chain(e, &mut replayed)).unwrap();
@@ -318,26 +381,88 @@ fn graph_replay_matches_eager_calls_bit_for_bit() {
         );
         g.launch().unwrap();
         e.sync().unwrap();
-        for i in 0..2 {
-            assert_eq!(
-                eager[i].residual.to_host().unwrap(),
-                replayed[i].residual.to_host().unwrap(),
-                "T={t}"
-            );
-            assert_eq!(
-                eager[i].layer_input.to_host().unwrap(),
-                replayed[i].layer_input.to_host().unwrap()
-            );
-            assert_eq!(
-                eager[i].coeffs.comb.to_host().unwrap(),
-                replayed[i].coeffs.comb.to_host().unwrap()
-            );
-            assert_eq!(
-                eager[i].coeffs.pre.to_host().unwrap(),
-                replayed[i].coeffs.pre.to_host().unwrap()
-            );
+        for other in [&eager_pdl, &replayed] {
+            for i in 0..2 {
+                assert_eq!(
+                    eager[i].residual.to_host().unwrap(),
+                    other[i].residual.to_host().unwrap(),
+                    "T={t}"
+                );
+                assert_eq!(
+                    eager[i].layer_input.to_host().unwrap(),
+                    other[i].layer_input.to_host().unwrap(),
+                    "T={t}"
+                );
+                assert_eq!(
+                    eager[i].coeffs.comb.to_host().unwrap(),
+                    other[i].coeffs.comb.to_host().unwrap(),
+                    "T={t}"
+                );
+                assert_eq!(
+                    eager[i].coeffs.pre.to_host().unwrap(),
+                    other[i].coeffs.pre.to_host().unwrap(),
+                    "T={t}"
+                );
+            }
         }
     }
+}
+
+/// A seam launched with programmatic dependent launch lets the next kernel start early; a
+/// projection that consumes its layer input (poisoned beforehand) must still read the seam's
+/// output: the same bits as with it off.
+#[test]
+fn a_consumer_after_a_pdl_seam_reads_its_output() {
+    gpu!(e, PathChoice::Auto);
+    let c = cfg(4, 5120);
+    let (t, n) = (7, 1024);
+    let w = e
+        .upload(&mhc::bench::gpu::random_bf16(n * c.hidden, 0.02, 41))
+        .unwrap();
+    let ws =
+        DeviceSeamWeights::upload(&e, &c, &SeamWeights::synthetic(&c, 42), true, false).unwrap();
+    let x = e
+        .upload(&mhc::bench::gpu::random_bf16(t * c.hidden, 1.0, 43))
+        .unwrap();
+    let (post, comb, pre) = synth::carried(&c, t, 44);
+    let mut src = SeamBuffers::zeros(&e, &c, t, false).unwrap();
+    src.residual = e
+        .upload(&mhc::bench::gpu::random_bf16(t * 4 * c.hidden, 1.0, 45))
+        .unwrap();
+    src.coeffs = Coeffs::upload(&e, &post, &comb, &pre).unwrap();
+    let mut got = Vec::new();
+    for pdl in [false, true] {
+        e.set_pdl(pdl);
+        let mut dst = SeamBuffers::zeros(&e, &c, t, false).unwrap();
+        dst.layer_input.poison().unwrap();
+        let mut y = e.zeros::<f32>(t * n).unwrap();
+        y.poison().unwrap();
+        e.seam(&c, t, &x, &src.residual, &src.coeffs, &ws, &mut dst)
+            .unwrap();
+        let call = RawCall {
+            op: Op::Projection,
+            t,
+            io: RawIo::default(),
+            w: Default::default(),
+            proj: RawProjection {
+                a: dst.layer_input.ptr(),
+                w: w.ptr(),
+                y: y.ptr(),
+                m: t,
+                n,
+                k: c.hidden,
+            },
+        };
+        // SAFETY: a holds t x H, w n x H and y t x n elements.
+        unsafe { e.launch_raw(&c, &call, e.stream()) }.unwrap();
+        let y = y.to_host().unwrap();
+        assert!(
+            y.iter().all(|v| v.is_finite()),
+            "pdl={pdl}: non-finite output"
+        );
+        got.push(y.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    }
+    assert_eq!(got[0], got[1]);
 }
 
 #[test]

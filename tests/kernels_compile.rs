@@ -35,3 +35,30 @@ fn every_kernel_compiles_for_sm90_without_spills() {
         }
     }
 }
+
+/// The instrumented build of `mhc bench --timeline` compiles too (it may use more registers; it
+/// is a measuring tool, not a production kernel).
+#[test]
+fn timeline_build_compiles() {
+    if !nvrtc::available() {
+        assert!(
+            std::env::var("MHC_REQUIRE_NVRTC").is_err(),
+            "MHC_REQUIRE_NVRTC is set but NVRTC cannot be loaded"
+        );
+        eprintln!("skipped: NVRTC not available");
+        return;
+    }
+    let c = nvrtc::compile_with(&kernels::SEAM, "sm_90", &["MHC_TIMELINE"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let report = nvrtc::parse_report(&c.log);
+    for f in kernels::SEAM.functions {
+        let r = report
+            .iter()
+            .find(|r| r.name == *f)
+            .unwrap_or_else(|| panic!("no ptxas report for {f} in:\n{}", c.log));
+        eprintln!(
+            "{:<18} regs {:>3} spill st/ld {}/{} (MHC_TIMELINE)",
+            r.name, r.registers, r.spill_stores, r.spill_loads
+        );
+    }
+}

@@ -92,6 +92,7 @@ pub fn seam_rows(
             plan: String::new(),
             samples: us.len(),
             host_us_per_call: med,
+            pdl: false,
         });
         bar.inc(1);
     }

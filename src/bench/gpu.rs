@@ -28,6 +28,8 @@ pub struct GpuBenchOptions {
     /// Seconds a configuration may spend on timed replays before replays per round are reduced
     /// (the slow baseline at large T); never fewer than 2 per round.
     pub budget_s: f64,
+    /// Programmatic dependent launch settings to time the fused kernels with (one row each).
+    pub pdl: Vec<bool>,
 }
 
 impl Default for GpuBenchOptions {
@@ -39,6 +41,7 @@ impl Default for GpuBenchOptions {
             baseline: true,
             eager: true,
             budget_s: 3.0,
+            pdl: vec![false, true],
         }
     }
 }
@@ -105,8 +108,15 @@ pub fn copy_bandwidth(e: &CudaEngine, bytes: usize) -> Result<f64> {
     let mut run = || -> Result<()> {
         // SAFETY: src/dst hold n16 16-byte vectors; the args match mhc_copy's signature.
         unsafe {
-            e.dev
-                .launch("mhc_copy", (blocks, 1, 1), 256, 0, e.stream(), &mut ptrs)
+            e.dev.launch(
+                "mhc_copy",
+                (blocks, 1, 1),
+                256,
+                0,
+                e.stream(),
+                &mut ptrs,
+                false,
+            )
         }
     };
     run()?;
@@ -195,6 +205,7 @@ fn gpu_row(e: &CudaEngine, cfg: &Config, t: usize, copy_gbps: f64) -> BenchRow {
         plan: String::new(),
         samples: 0,
         host_us_per_call: 0.0,
+        pdl: false,
     }
 }
 
@@ -224,43 +235,55 @@ pub fn seam_rows(
     } else {
         &[PathChoice::Fused]
     };
-    let saved = e.path();
+    let (saved, saved_pdl) = (e.path(), e.pdl());
     for &t in tokens {
         e.reserve(cfg, t)?;
         let mut chain = Chain::new(e, cfg, t)?;
         for &path in paths {
-            bar.set_message(format!("H={} T={t} {}", cfg.hidden, path.name()));
             e.set_path(path);
-            let route = chain.run(e, cfg, t, &weights)?; // warm-up, also checks the path
-            e.sync()?;
-            let graph = e.capture(|e| chain.run(e, cfg, t, &weights).map(|_| ()))?;
-            let launches = graph.kernel_nodes()? as f64 / o.seams as f64;
-            graph.launch()?;
-            let one = time_each(e, 1, || graph.launch())?[0];
-            let reps = if one * 1e-6 * (o.rounds * o.reps) as f64 > o.budget_s {
-                ((o.budget_s / (one * 1e-6 * o.rounds as f64)) as usize).max(2)
+            // The unfused kernels never use programmatic dependent launch: time them once.
+            let pdls: &[bool] = if path == PathChoice::Fused {
+                &o.pdl
             } else {
-                o.reps
+                &[false]
             };
-            let us: Vec<f64> = time_each(e, o.rounds * reps, || graph.launch())?
-                .into_iter()
-                .map(|v| v / o.seams as f64)
-                .collect();
-            let mut r = gpu_row(e, cfg, t, copy_gbps);
-            r.path = route.path.clone();
-            r.mode = "graph".into();
-            r.launches_per_seam = launches;
-            if path == PathChoice::Fused
-                && let Some(p) = e.plan_for(crate::Op::Seam, t, cfg.hidden)?
-            {
-                r.plan = format!(
-                    "W={} warps={} tt={} grid={}x{} fn_smem={}",
-                    p.w, p.warps, p.tt, p.nrec, p.grid_y, p.fn_smem
-                );
+            let mut route = crate::Route::default();
+            for &pdl in pdls {
+                bar.set_message(format!("H={} T={t} {} pdl={pdl}", cfg.hidden, path.name()));
+                e.set_pdl(pdl);
+                route = chain.run(e, cfg, t, &weights)?; // warm-up, also checks the path
+                e.sync()?;
+                let graph = e.capture(|e| chain.run(e, cfg, t, &weights).map(|_| ()))?;
+                let launches = graph.kernel_nodes()? as f64 / o.seams as f64;
+                graph.launch()?;
+                let one = time_each(e, 1, || graph.launch())?[0];
+                let reps = if one * 1e-6 * (o.rounds * o.reps) as f64 > o.budget_s {
+                    ((o.budget_s / (one * 1e-6 * o.rounds as f64)) as usize).max(2)
+                } else {
+                    o.reps
+                };
+                let us: Vec<f64> = time_each(e, o.rounds * reps, || graph.launch())?
+                    .into_iter()
+                    .map(|v| v / o.seams as f64)
+                    .collect();
+                let mut r = gpu_row(e, cfg, t, copy_gbps);
+                r.path = route.path.clone();
+                r.mode = "graph".into();
+                r.pdl = pdl && path == PathChoice::Fused;
+                r.launches_per_seam = launches;
+                if path == PathChoice::Fused
+                    && let Some(p) = e.plan_for(crate::Op::Seam, t, cfg.hidden)?
+                {
+                    r.plan = format!(
+                        "W={} warps={} tt={} grid={}x{} fn_smem={}",
+                        p.w, p.warps, p.tt, p.nrec, p.grid_y, p.fn_smem
+                    );
+                }
+                rows.push(finish(r, us));
             }
-            rows.push(finish(r, us));
-            drop(graph);
             if o.eager && path == PathChoice::Fused {
+                // Eager calls with the engine's own setting.
+                e.set_pdl(saved_pdl);
                 let mut host = Vec::new();
                 let us = time_each(e, o.rounds, || {
                     let t0 = std::time::Instant::now();
@@ -274,6 +297,7 @@ pub fn seam_rows(
                 let mut r = gpu_row(e, cfg, t, copy_gbps);
                 r.path = route.path.clone();
                 r.mode = "eager".into();
+                r.pdl = saved_pdl;
                 let (h, _) = median_spread(&mut host);
                 r.host_us_per_call = h;
                 rows.push(finish(r, us));
@@ -282,6 +306,7 @@ pub fn seam_rows(
         bar.inc(1);
     }
     e.set_path(saved);
+    e.set_pdl(saved_pdl);
     Ok(rows)
 }
 
@@ -319,9 +344,10 @@ pub fn projection_rows(
                 let bytes = (n * k * 2 + m * k * 2 + m * n * 4) as f64;
                 let wp = &wp;
                 let cfg = &cfg;
-                let mut variants: Vec<(&str, Variant<'_>)> = Vec::new();
+                let mut variants: Vec<(&str, bool, Variant<'_>)> = Vec::new();
                 variants.push((
                     "fused",
+                    false,
                     Box::new(move |i: usize| -> Result<()> {
                         let call = crate::cuda::RawCall {
                             op: crate::Op::Projection,
@@ -344,14 +370,16 @@ pub fn projection_rows(
                 if let Some(b) = &blas {
                     variants.push((
                         "cublas-f32",
+                        false,
                         Box::new(move |i: usize| b.gemm(ap, wp[i], yp, m, n, k, false)),
                     ));
                     variants.push((
                         "cublas-bf16",
+                        false,
                         Box::new(move |i: usize| b.gemm(ap, wp[i], ybp, m, n, k, true)),
                     ));
                 }
-                for (name, f) in variants.iter_mut() {
+                for (name, pdl, f) in variants.iter_mut() {
                     f(0)?; // warm-up (cuBLAS picks its kernel and workspace outside the capture)
                     e.sync()?;
                     let graph = e.capture(|_| (0..copies).try_for_each(f))?;
@@ -365,6 +393,7 @@ pub fn projection_rows(
                     r.op = "projection".into();
                     r.path = name.to_string();
                     r.mode = "graph".into();
+                    r.pdl = *pdl;
                     r.hidden = k;
                     r.n = n;
                     r.bytes_per_seam = bytes;
@@ -443,5 +472,266 @@ impl Blas {
         }
         .result()
         .map_err(|err| Error::Cuda(format!("cublasGemmEx: {err:?}")))
+    }
+}
+
+/// Phase times of the fused seam inside a replayed chain (`mhc bench --timeline`), from the
+/// stamps of the instrumented kernels (kernels/common.cuh, `MHC_TIMELINE`). Times are global-timer
+/// nanoseconds relative to the seam's first block start, medians over the chain's seams.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct TimelineRow {
+    /// Hidden size.
+    pub hidden: usize,
+    /// Tokens.
+    pub tokens: usize,
+    /// Programmatic dependent launch on.
+    pub pdl: bool,
+    /// Start-to-start time of consecutive seams (the replay's time per seam).
+    pub period_us: f64,
+    /// First block start to last stamp of the seam (all its launches).
+    pub span_us: f64,
+    /// Last stamp of the previous seam to this seam's first block start (negative: overlap).
+    pub gap_us: f64,
+    /// Per stamp of a tile block (BLOCK_NAMES): the median over blocks of the time the block's
+    /// thread 0 passed it.
+    pub block_us: Vec<f64>,
+    /// The same, the latest block.
+    pub block_max_us: Vec<f64>,
+    /// The finisher's (or, split, the last tails block's) stamps (TAIL_NAMES).
+    pub tail_us: Vec<f64>,
+    /// Smallest step between distinct stamps seen (the global timer's resolution, at most).
+    pub timer_step_ns: f64,
+    /// The multiprocessors' clock while the seams ran (cycle counter over global timer, GHz).
+    pub sm_ghz: f64,
+}
+
+/// The stamp slots of a tile block, in program order (kernels/seam.cu), and their names.
+const BLOCK_SLOTS: [usize; 10] = [0, 1, 2, 3, 4, 5, 14, 6, 7, 8];
+const BLOCK_NAMES: [&str; 10] = [
+    "start",
+    "fn issued",
+    "waited",
+    "coef",
+    "elementwise",
+    "fn landed",
+    "mma",
+    "sums of squares",
+    "records",
+    "finisher?",
+];
+/// The finisher's slots (the gate thread's for the gates) and their names.
+const TAIL_SLOTS: [usize; 10] = [8, 9, 10, 15, 16, 17, 18, 11, 12, 13];
+const TAIL_NAMES: [&str; 10] = [
+    "tail start",
+    "records loaded",
+    "records summed",
+    "gates start",
+    "sigmoids",
+    "sinkhorn",
+    "IEEE redo",
+    "gates done",
+    "norm pass",
+    "exit",
+];
+
+fn median(mut v: Vec<f64>) -> f64 {
+    median_spread(&mut v).0
+}
+
+/// Runs the seam chain at each T under a graph with the instrumented kernels and reads the
+/// stamps of one replay after warm-up replays.
+pub fn seam_timeline(
+    e: &CudaEngine,
+    cfg: &Config,
+    tokens: &[usize],
+    pdls: &[bool],
+    seams: usize,
+) -> Result<Vec<TimelineRow>> {
+    use crate::cuda::TIMELINE_SLOTS as S;
+    let weights = chain_weights(e, cfg, seams)?;
+    let (saved, saved_pdl) = (e.path(), e.pdl());
+    e.set_path(PathChoice::Fused);
+    let mut out = Vec::new();
+    for &t in tokens {
+        e.reserve(cfg, t)?;
+        let mut chain = Chain::new(e, cfg, t)?;
+        for &pdl in pdls {
+            e.set_pdl(pdl);
+            chain.run(e, cfg, t, &weights)?;
+            e.sync()?;
+            // Room for every launch of the chain: the largest grid is at most blocks of the plan.
+            let plan = e
+                .plan_for(crate::Op::Seam, t, cfg.hidden)?
+                .ok_or_else(|| Error::Unsupported("no fused plan for the timeline".into()))?;
+            let per_seam = (plan.nrec * plan.grid_y + plan.tiles) as usize;
+            let cap = seams * per_seam * S * 2;
+            let mut buf = e.zeros::<u64>(cap)?;
+            e.set_timeline(Some((buf.ptr(), cap)))?;
+            let graph = e.capture(|e| chain.run(e, cfg, t, &weights).map(|_| ()));
+            let log = e.timeline_log();
+            e.set_timeline(None)?;
+            let graph = graph?;
+            for _ in 0..20 {
+                graph.launch()?;
+            }
+            e.sync()?;
+            buf.write(&vec![0u64; cap])?;
+            graph.launch()?;
+            let st = buf.to_host()?;
+            out.push(analyse(cfg, t, pdl, &log, &st, seams));
+        }
+    }
+    e.set_path(saved);
+    e.set_pdl(saved_pdl);
+    Ok(out)
+}
+
+fn analyse(
+    cfg: &Config,
+    t: usize,
+    pdl: bool,
+    log: &[crate::cuda::TimelineLaunch],
+    st: &[u64],
+    seams: usize,
+) -> TimelineRow {
+    use crate::cuda::TIMELINE_SLOTS as S;
+    let gt =
+        |l: &crate::cuda::TimelineLaunch, b: usize, slot: usize| st[l.offset + (b * S + slot) * 2];
+    // Launches of each seam: one, or a tile launch and a tails launch.
+    let per = log.len() / seams.max(1);
+    let mut starts = Vec::new();
+    let mut ends = Vec::new();
+    let mut block_us: Vec<Vec<f64>> = vec![Vec::new(); BLOCK_SLOTS.len()];
+    let mut block_max: Vec<Vec<f64>> = vec![Vec::new(); BLOCK_SLOTS.len()];
+    let mut tail: Vec<Vec<f64>> = vec![Vec::new(); TAIL_SLOTS.len()];
+    let mut step = u64::MAX;
+    let mut ghz = Vec::new();
+    let clk = |l: &crate::cuda::TimelineLaunch, b: usize, slot: usize| {
+        st[l.offset + (b * S + slot) * 2 + 1]
+    };
+    for s in 0..seams {
+        let ls = &log[s * per..(s + 1) * per];
+        let main = &ls[0];
+        let start = (0..main.blocks)
+            .map(|b| gt(main, b, 0))
+            .filter(|&v| v > 0)
+            .min()
+            .unwrap_or(0);
+        let mut end = 0;
+        for l in ls {
+            for b in 0..l.blocks {
+                let mut stamps: Vec<u64> = (0..S).map(|k| gt(l, b, k)).filter(|&v| v > 0).collect();
+                end = end.max(stamps.iter().copied().max().unwrap_or(0));
+                stamps.sort();
+                for w in stamps.windows(2) {
+                    if w[1] > w[0] {
+                        step = step.min(w[1] - w[0]);
+                    }
+                }
+            }
+        }
+        starts.push(start as f64);
+        ends.push(end as f64);
+        if s == 0 {
+            continue; // the first seam follows the previous replay
+        }
+        let rel = |v: u64| (v as f64 - start as f64) / 1e3;
+        for (k, (med, mx)) in block_us.iter_mut().zip(block_max.iter_mut()).enumerate() {
+            let slot = BLOCK_SLOTS[k];
+            let v: Vec<f64> = (0..main.blocks)
+                .map(|b| gt(main, b, slot))
+                .filter(|&v| v > 0)
+                .map(rel)
+                .collect();
+            if !v.is_empty() {
+                mx.push(v.iter().copied().fold(f64::MIN, f64::max));
+                med.push(median(v));
+            }
+        }
+        // The finisher: the tile launch's block with a norm-pass stamp, or the tails launch's
+        // latest block.
+        let last = ls.last().unwrap_or(main);
+        let fin = (0..last.blocks)
+            .filter(|&b| gt(last, b, 12) > 0)
+            .max_by_key(|&b| gt(last, b, 12));
+        if let Some(b) = fin {
+            let (g0, g1) = (gt(last, b, 0), gt(last, b, 12));
+            if g1 > g0 + 2000 {
+                ghz.push((clk(last, b, 12) - clk(last, b, 0)) as f64 / (g1 - g0) as f64);
+            }
+            for (k, v) in tail.iter_mut().enumerate() {
+                let slot = if k == 0 && per > 1 { 0 } else { TAIL_SLOTS[k] };
+                let x = gt(last, b, slot);
+                if x > 0 {
+                    v.push(rel(x));
+                }
+            }
+        }
+    }
+    let med_of = |v: &Vec<Vec<f64>>| -> Vec<f64> {
+        v.iter()
+            .map(|x| {
+                if x.is_empty() {
+                    f64::NAN
+                } else {
+                    median(x.clone())
+                }
+            })
+            .collect()
+    };
+    TimelineRow {
+        hidden: cfg.hidden,
+        tokens: t,
+        pdl,
+        period_us: median(starts.windows(2).map(|w| (w[1] - w[0]) / 1e3).collect()),
+        span_us: median((1..seams).map(|s| (ends[s] - starts[s]) / 1e3).collect()),
+        gap_us: median(
+            (1..seams)
+                .map(|s| (starts[s] - ends[s - 1]) / 1e3)
+                .collect(),
+        ),
+        block_us: med_of(&block_us),
+        block_max_us: med_of(&block_max),
+        tail_us: med_of(&tail),
+        timer_step_ns: step as f64,
+        sm_ghz: if ghz.is_empty() {
+            f64::NAN
+        } else {
+            median(ghz)
+        },
+    }
+}
+
+/// Prints timeline rows.
+pub fn print_timeline(rows: &[TimelineRow]) {
+    println!(
+        "phase times in us from the seam's first block start (medians over the chain's seams); \
+         blocks: median block [latest block]"
+    );
+    let (names, tails) = (BLOCK_NAMES, TAIL_NAMES);
+    for r in rows {
+        println!(
+            "H={} T={} pdl={}: period {:.2}, span {:.2}, gap {:.2} (timer step {} ns, SM clock {:.2} GHz)",
+            r.hidden,
+            r.tokens,
+            if r.pdl { "on" } else { "off" },
+            r.period_us,
+            r.span_us,
+            r.gap_us,
+            r.timer_step_ns,
+            r.sm_ghz
+        );
+        let blocks: Vec<String> = names
+            .iter()
+            .zip(r.block_us.iter().zip(&r.block_max_us))
+            .map(|(n, (a, b))| format!("{n} {a:.2} [{b:.2}]"))
+            .collect();
+        println!("  blocks: {}", blocks.join(", "));
+        let t: Vec<String> = tails
+            .iter()
+            .zip(&r.tail_us)
+            .map(|(n, a)| format!("{n} {a:.2}"))
+            .collect();
+        println!("  tail:   {}", t.join(", "));
     }
 }

@@ -65,6 +65,10 @@ pub struct BenchRow {
     /// Host time per call in eager mode (enqueue cost), microseconds.
     #[serde(default)]
     pub host_us_per_call: f64,
+    /// Whether the fused kernels ran with programmatic dependent launch (each call's launch and
+    /// weight fetch overlapping the end of the previous kernel in the stream).
+    #[serde(default)]
+    pub pdl: bool,
 }
 
 /// GUIDE.md's bytes per seam: fn once (24 x 4H f32) plus, per token, x and r read and r' and the
@@ -117,10 +121,11 @@ pub fn today() -> String {
 /// Prints rows as a table.
 pub fn print_table(rows: &[BenchRow]) {
     println!(
-        "{:<6} {:<12} {:<6} {:>6} {:>6} {:>6} {:>11} {:>7} {:>9} {:>11} {:>9} {:>8} {:>7}",
+        "{:<6} {:<12} {:<6} {:>4} {:>6} {:>6} {:>6} {:>11} {:>7} {:>9} {:>11} {:>9} {:>8} {:>7}",
         "back",
         "path",
         "mode",
+        "pdl",
         "op",
         "H",
         "T",
@@ -139,10 +144,11 @@ pub fn print_table(rows: &[BenchRow]) {
             r.tokens.to_string()
         };
         println!(
-            "{:<6} {:<12} {:<6} {:>6} {:>6} {:>6} {:>11.2} {:>6.1}% {:>9.1} {:>11.3e} {:>9.1} {:>7.1}% {:>7.2}",
+            "{:<6} {:<12} {:<6} {:>4} {:>6} {:>6} {:>6} {:>11.2} {:>6.1}% {:>9.1} {:>11.3e} {:>9.1} {:>7.1}% {:>7.2}",
             r.backend,
             r.path,
             r.mode,
+            if r.pdl { "on" } else { "off" },
             if r.op == "projection" { "proj" } else { "seam" },
             r.hidden,
             t,

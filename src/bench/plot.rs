@@ -13,10 +13,12 @@ fn err<E: std::fmt::Display>(e: E) -> Error {
     Error::Invalid(format!("plot: {e}"))
 }
 
-fn series(rows: &[BenchRow], h: usize, path: &str, mode: &str) -> Vec<(f64, f64)> {
+fn series(rows: &[BenchRow], h: usize, path: &str, mode: &str, pdl: bool) -> Vec<(f64, f64)> {
     let mut v: Vec<(f64, f64)> = rows
         .iter()
-        .filter(|r| r.op == "seam" && r.hidden == h && r.path == path && r.mode == mode)
+        .filter(|r| {
+            r.op == "seam" && r.hidden == h && r.path == path && r.mode == mode && r.pdl == pdl
+        })
         .map(|r| (r.tokens as f64, r.us_per_seam))
         .collect();
     v.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -41,22 +43,31 @@ where
     let lines = [
         (
             "fused (CUDA graph)",
-            series(rows, h, "fused", "graph"),
+            series(rows, h, "fused", "graph", false),
             RGBColor(0, 102, 204),
         ),
         (
+            "fused (CUDA graph, programmatic dependent launch)",
+            series(rows, h, "fused", "graph", true),
+            RGBColor(0, 153, 76),
+        ),
+        (
             "fused (eager calls)",
-            series(rows, h, "fused", "eager"),
+            {
+                let mut v = series(rows, h, "fused", "eager", false);
+                v.extend(series(rows, h, "fused", "eager", true));
+                v
+            },
             RGBColor(120, 170, 230),
         ),
         (
             "unfused baseline (CUDA graph)",
-            series(rows, h, "unfused", "graph"),
+            series(rows, h, "unfused", "graph", false),
             RGBColor(204, 51, 0),
         ),
         (
             "CPU reference",
-            series(rows, h, "cpu", "host"),
+            series(rows, h, "cpu", "host", false),
             RGBColor(120, 120, 120),
         ),
         ("floor (bytes / copy bandwidth)", floor, RGBColor(0, 0, 0)),

@@ -221,12 +221,37 @@ struct BenchArgs {
     /// Skip eager (uncaptured) timing.
     #[arg(long)]
     no_eager: bool,
+    /// Programmatic dependent launch for the fused kernels under the graph: time with it on,
+    /// off, or both side by side.
+    #[arg(long, value_enum, default_value = "both")]
+    pdl: PdlChoice,
+    /// Instead of timing, print where the time of a fused seam goes: phase timestamps from an
+    /// instrumented build of the kernels, inside the replayed chain.
+    #[arg(long)]
+    timeline: bool,
     /// Write the rows as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
     /// Write the plot to STEM.svg and STEM.png.
     #[arg(long)]
     plot: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum PdlChoice {
+    On,
+    Off,
+    Both,
+}
+
+impl PdlChoice {
+    fn modes(self) -> Vec<bool> {
+        match self {
+            PdlChoice::On => vec![true],
+            PdlChoice::Off => vec![false],
+            PdlChoice::Both => vec![false, true],
+        }
+    }
 }
 
 #[derive(Args)]
@@ -548,6 +573,37 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     println!("backend {desc}");
     let cfgs = a.model.configs(&[Preset::V41Flash]);
     let mut rows = Vec::new();
+    if be.name() == "cuda" && a.timeline {
+        let e = CudaEngine::new(cuda::EngineOptions {
+            timeline: true,
+            ..cuda::EngineOptions::from_env()?
+        })?;
+        let tokens = if a.tokens.is_empty() {
+            vec![1, 4, 16, 64, 128, 512, 2048]
+        } else {
+            a.tokens.clone()
+        };
+        let mut rows = Vec::new();
+        for cfg in &cfgs {
+            rows.extend(mhc::bench::gpu::seam_timeline(
+                &e,
+                cfg,
+                &tokens,
+                &a.pdl.modes(),
+                a.seams,
+            )?);
+        }
+        mhc::bench::gpu::print_timeline(&rows);
+        if let Some(p) = &a.json {
+            let s =
+                serde_json::to_string_pretty(&rows).map_err(|e| Error::Invalid(e.to_string()))?;
+            std::fs::write(p, s).map_err(|source| Error::Io {
+                path: p.clone(),
+                source,
+            })?;
+        }
+        return Ok(());
+    }
     if be.name() == "cuda" {
         let e = CudaEngine::from_env()?;
         let o = mhc::bench::gpu::GpuBenchOptions {
@@ -556,6 +612,7 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
             reps: a.reps,
             baseline: !a.no_baseline,
             eager: !a.no_eager,
+            pdl: a.pdl.modes(),
             ..Default::default()
         };
         let copy = mhc::bench::gpu::copy_bandwidth(&e, 1 << 30)?;

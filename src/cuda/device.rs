@@ -90,8 +90,9 @@ pub struct Device {
 }
 
 impl Device {
-    /// Opens the GPU and compiles (or loads from the cache) every kernel module.
-    pub fn open(ordinal: usize) -> Result<Self> {
+    /// Opens the GPU and compiles (or loads from the cache) every kernel module, with the
+    /// given preprocessor macros defined.
+    pub fn open(ordinal: usize, defines: &[&str]) -> Result<Self> {
         let info = probe(ordinal)?;
         let ctx = CudaContext::new(ordinal)?;
         // We order everything on our own stream; cudarc's per-buffer events would add nodes to
@@ -103,7 +104,7 @@ impl Device {
         let mut modules = Vec::new();
         let mut cached = 0;
         for m in kernels::ALL {
-            let c = nvrtc::compile(&m, &info.arch)?;
+            let c = nvrtc::compile_with(&m, &info.arch, defines)?;
             cached += c.cached as usize;
             let module = ctx
                 .load_module(cudarc::nvrtc::Ptx::from_binary(c.cubin))
@@ -162,11 +163,15 @@ impl Device {
         self.stream.cu_stream()
     }
 
-    /// Launches `name` with raw parameter pointers.
+    /// Launches `name` with raw parameter pointers. With `pdl`, the launch carries the
+    /// programmatic-stream-serialization attribute: the kernel may start before the previous
+    /// kernel of the stream has finished, so it must be one that calls `pdl_wait()` before
+    /// touching activations (kernels/common.cuh).
     ///
     /// # Safety
     /// `params` must point to values whose types match the kernel's parameters, and every device
     /// pointer among them must be valid for what the kernel reads and writes.
+    #[allow(clippy::too_many_arguments)]
     pub unsafe fn launch(
         &self,
         name: &str,
@@ -175,14 +180,48 @@ impl Device {
         smem: u32,
         stream: CUstream,
         params: &mut [*mut c_void],
+        pdl: bool,
     ) -> Result<()> {
         let f = self.func(name)?;
-        unsafe { result::launch_kernel(f.cu_function(), grid, (block, 1, 1), smem, stream, params) }
-            .map_err(|e| {
-                Error::Cuda(format!(
-                    "launch of `{name}` (grid {grid:?}, block {block}, smem {smem}): {e:?}"
-                ))
-            })
+        let err = |e: DriverError| {
+            Error::Cuda(format!(
+                "launch of `{name}` (grid {grid:?}, block {block}, smem {smem}, pdl {pdl}): {e:?}"
+            ))
+        };
+        if !pdl {
+            return unsafe {
+                result::launch_kernel(f.cu_function(), grid, (block, 1, 1), smem, stream, params)
+            }
+            .map_err(err);
+        }
+        // SAFETY: a zeroed attribute value is valid plain data; the field set is the one the id
+        // names.
+        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        let cfg = sys::CUlaunchConfig {
+            gridDimX: grid.0,
+            gridDimY: grid.1,
+            gridDimZ: grid.2,
+            blockDimX: block,
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: smem,
+            hStream: stream,
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        // SAFETY: cfg and attr outlive the call; params as the caller guarantees.
+        unsafe {
+            sys::cuLaunchKernelEx(
+                &cfg,
+                f.cu_function(),
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+        .result()
+        .map_err(err)
     }
 
     /// Blocks until the stream has finished (and surfaces asynchronous kernel faults).

@@ -69,16 +69,72 @@ pub struct EngineOptions {
     pub device: usize,
     /// Forced path (default: `MHC_PATH` or auto).
     pub path: PathChoice,
+    /// Programmatic dependent launch for the fused seam-family kernels (default: on; `MHC_PDL=0`
+    /// turns it off). Such a kernel may start while the previous kernel of the stream still
+    /// runs and reads its weights (fn, scale, base) before waiting for it, so a kernel that
+    /// writes those weights must not immediately precede it in the stream. Activations are
+    /// only touched after the wait.
+    pub pdl: bool,
+    /// Compile the instrumented kernels that write phase timestamps (`mhc bench --timeline`);
+    /// `MHC_TIMELINE=1`. Off for normal use: the production kernels carry no instrumentation.
+    pub timeline: bool,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            device: 0,
+            path: PathChoice::Auto,
+            pdl: true,
+            timeline: false,
+        }
+    }
+}
+
+/// A boolean environment variable: unset gives `default`; 0/1, false/true, off/on.
+fn env_flag(name: &str, default: bool) -> Result<bool> {
+    match std::env::var(name) {
+        Err(_) => Ok(default),
+        Ok(v) => match v.trim() {
+            "" => Ok(default),
+            "1" | "true" | "on" => Ok(true),
+            "0" | "false" | "off" => Ok(false),
+            other => Err(Error::Invalid(format!("{name}=`{other}`: expected 0 or 1"))),
+        },
+    }
 }
 
 impl EngineOptions {
-    /// Device 0 and the path from `MHC_PATH`.
+    /// Device 0, the path from `MHC_PATH`, `MHC_PDL` and `MHC_TIMELINE`.
     pub fn from_env() -> Result<Self> {
         Ok(EngineOptions {
             device: 0,
             path: PathChoice::from_env()?,
+            pdl: env_flag("MHC_PDL", true)?,
+            timeline: env_flag("MHC_TIMELINE", false)?,
         })
     }
+}
+
+/// One fused launch's rows in the timeline buffer (instrumented engines only).
+#[derive(Clone, Debug)]
+pub struct TimelineLaunch {
+    /// Kernel name (with " (tails)" for the second launch of a split plan).
+    pub kernel: String,
+    /// Offset of the launch's first stamp in the buffer, in u64 elements.
+    pub offset: usize,
+    /// Blocks of the launch: each has `TIMELINE_SLOTS` (global ns, cycles) pairs.
+    pub blocks: usize,
+}
+
+/// Stamp slots per block (TL_SLOTS in kernels/common.cuh); see `mhc bench --timeline`.
+pub const TIMELINE_SLOTS: usize = 24;
+
+#[derive(Default)]
+struct Timeline {
+    base: CUdeviceptr,
+    cap: usize,
+    log: Vec<TimelineLaunch>,
 }
 
 /// Device pointers of one call's tensors; 0 where the op does not use a tensor. All tensors are
@@ -175,6 +231,7 @@ struct FusedParams {
     rms_eps: f32,
     norm_eps: f32,
     post_mult: f32,
+    timeline: u64,
 }
 
 /// Scratch the kernels reduce through. Grows on demand outside captures; never shrinks.
@@ -203,6 +260,10 @@ enum Arg {
 pub struct CudaEngine {
     pub(crate) dev: Device,
     path: std::cell::Cell<PathChoice>,
+    pdl: std::cell::Cell<bool>,
+    plan_override: std::cell::Cell<Option<plan::PlanOverride>>,
+    instrumented: bool,
+    timeline: RefCell<Timeline>,
     ws: RefCell<Workspace>,
 }
 
@@ -228,12 +289,80 @@ fn aligned(p: CUdeviceptr, a: u64) -> bool {
 impl CudaEngine {
     /// Opens the GPU, compiles (or loads from the disk cache) every kernel.
     pub fn new(opts: EngineOptions) -> Result<Self> {
-        let dev = Device::open(opts.device)?;
+        let defines: &[&str] = if opts.timeline {
+            &["MHC_TIMELINE"]
+        } else {
+            &[]
+        };
+        let dev = Device::open(opts.device, defines)?;
         Ok(CudaEngine {
             dev,
             path: std::cell::Cell::new(opts.path),
+            pdl: std::cell::Cell::new(opts.pdl),
+            plan_override: std::cell::Cell::new(None),
+            instrumented: opts.timeline,
+            timeline: RefCell::new(Timeline::default()),
             ws: RefCell::new(Workspace::default()),
         })
+    }
+
+    /// Forces the fused kernels' launch shape (W, warps, tt, gridy) instead of the heuristic (and
+    /// of `MHC_PLAN`); `None` restores it. Every plan computes the same bits, so this is for
+    /// tuning and for the tests that check exactly that.
+    pub fn set_plan_override(&self, p: Option<plan::PlanOverride>) {
+        self.plan_override.set(p);
+    }
+
+    /// Whether programmatic dependent launch is on.
+    pub fn pdl(&self) -> bool {
+        self.pdl.get()
+    }
+
+    /// Turns programmatic dependent launch on or off (the benchmark times both).
+    pub fn set_pdl(&self, on: bool) {
+        self.pdl.set(on);
+    }
+
+    /// Points the instrumented fused kernels at a stamp buffer of `cap` u64 elements (each
+    /// fused launch takes the next `blocks * TIMELINE_SLOTS * 2`; launches past the end write
+    /// nothing), or detaches it. Clears the launch log.
+    pub fn set_timeline(&self, buf: Option<(CUdeviceptr, usize)>) -> Result<()> {
+        if !self.instrumented {
+            return Err(Error::Invalid(
+                "the timeline needs an engine built with EngineOptions::timeline (MHC_TIMELINE=1)"
+                    .into(),
+            ));
+        }
+        let (base, cap) = buf.unwrap_or((0, 0));
+        *self.timeline.borrow_mut() = Timeline {
+            base,
+            cap,
+            log: Vec::new(),
+        };
+        Ok(())
+    }
+
+    /// The fused launches that took stamp rows since `set_timeline`, in launch order.
+    pub fn timeline_log(&self) -> Vec<TimelineLaunch> {
+        self.timeline.borrow().log.clone()
+    }
+
+    /// The stamp rows for a launch of `blocks` blocks (0: none).
+    fn timeline_rows(&self, kernel: String, blocks: usize) -> u64 {
+        let mut tl = self.timeline.borrow_mut();
+        let offset = tl
+            .log
+            .last()
+            .map_or(0, |l| l.offset + l.blocks * TIMELINE_SLOTS * 2);
+        if tl.base == 0 || offset + blocks * TIMELINE_SLOTS * 2 > tl.cap {
+            return 0;
+        }
+        tl.log.push(TimelineLaunch {
+            kernel,
+            offset,
+            blocks,
+        });
+        tl.base + offset as u64 * 8
     }
 
     /// An engine on device 0 with the path from `MHC_PATH`.
@@ -309,9 +438,14 @@ impl CudaEngine {
     }
 
     fn plan(&self, name: &str, shape: KernelShape, t: usize, h: usize) -> Result<SeamPlan> {
-        plan::plan(shape, t, h, self.dev.info.sm_count, &|warps, smem| {
-            self.dev.occupancy(name, warps * 32, smem)
-        })
+        plan::plan(
+            shape,
+            t,
+            h,
+            self.dev.info.sm_count,
+            &|warps, smem| self.dev.occupancy(name, warps * 32, smem),
+            self.plan_override.get(),
+        )
     }
 
     /// The plan the fused kernel of `op` would use for T tokens of hidden size H.
@@ -588,7 +722,12 @@ impl CudaEngine {
             .iter_mut()
             .map(|b| b.as_mut_ptr() as *mut c_void)
             .collect();
-        unsafe { self.dev.launch(name, grid, block, 0, stream, &mut ptrs)? };
+        // Plain stream order: programmatic dependent launch is for the fused seam family only
+        // (on the H200 it slowed the projection at 2 of 3 N; PERF_NOTES.md).
+        unsafe {
+            self.dev
+                .launch(name, grid, block, 0, stream, &mut ptrs, false)?
+        };
         if !kernels.iter().any(|k| k == name) {
             kernels.push(name.to_string());
         }
@@ -743,7 +882,12 @@ impl CudaEngine {
             rms_eps: cfg.rms_eps,
             norm_eps: cfg.norm_eps,
             post_mult: cfg.post_mult,
+            timeline: 0,
         };
+        if self.instrumented {
+            params.timeline =
+                self.timeline_rows(name.to_string(), (plan.nrec * plan.grid_y) as usize);
+        }
         let mut ptrs = [&mut params as *mut FusedParams as *mut c_void];
         unsafe {
             self.dev.launch(
@@ -753,6 +897,7 @@ impl CudaEngine {
                 plan.smem,
                 stream,
                 &mut ptrs,
+                self.pdl.get(),
             )?
         };
         kernels.push(name.to_string());
@@ -766,6 +911,9 @@ impl CudaEngine {
             let mut fin = params;
             fin.mode = 2;
             fin.rows_batch = plan.finish_rows_batch as i32;
+            if self.instrumented {
+                fin.timeline = self.timeline_rows(format!("{name} (tails)"), plan.tiles as usize);
+            }
             let mut ptrs = [&mut fin as *mut FusedParams as *mut c_void];
             unsafe {
                 self.dev.launch(
@@ -775,6 +923,7 @@ impl CudaEngine {
                     plan.finish_smem,
                     stream,
                     &mut ptrs,
+                    self.pdl.get(),
                 )?
             };
             kernels.push(format!("{name} (tails)"));

@@ -18,6 +18,7 @@ pub use buffers::{Coeffs, DeviceSeamWeights, SeamBuffers};
 pub use device::{DeviceBuffer, DeviceInfo, Elem, probe};
 pub use engine::{
     CudaEngine, EngineOptions, PathChoice, RawCall, RawIo, RawProjection, RawWeights,
+    TIMELINE_SLOTS, TimelineLaunch,
 };
 pub use graph::Graph;
 

@@ -79,9 +79,16 @@ fn cache_key(source: &str, opts: &[String], ver: (i32, i32), arch: &str) -> Stri
 
 /// Compiles `module` for `arch` (e.g. `sm_90`), from the cache when possible.
 pub fn compile(module: &KernelModule, arch: &str) -> Result<Compiled> {
+    compile_with(module, arch, &[])
+}
+
+/// [`compile`] with preprocessor macros defined (`-D`), e.g. `MHC_TIMELINE` for the instrumented
+/// build of `mhc bench --timeline`. The macros are part of the cache key.
+pub fn compile_with(module: &KernelModule, arch: &str, defines: &[&str]) -> Result<Compiled> {
     let ver = version()?;
     let src = module.full_source();
-    let opts = options(arch);
+    let mut opts = options(arch);
+    opts.extend(defines.iter().map(|d| format!("-D{d}")));
     let key = cache_key(&src, &opts, ver, arch);
     let paths = cache_dir().map(|d| {
         let stem = format!("{}-{arch}-{}", module.name, &key[..24]);

@@ -95,17 +95,26 @@ fn parse_override() -> Result<Option<(u32, u32, u32, u32)>> {
     }
 }
 
+/// A forced launch shape (W, warps, tt, gridy; gridy 0: one block row per tile), as in
+/// `MHC_PLAN`.
+pub type PlanOverride = (u32, u32, u32, u32);
+
 /// Plans a fused launch for T tokens of hidden size H. `occupancy(warps, smem)` returns blocks per
-/// SM; `sms` is the multiprocessor count.
+/// SM; `sms` is the multiprocessor count; `forced` (else `MHC_PLAN`) replaces the heuristic.
 pub fn plan(
     shape: KernelShape,
     t: usize,
     h: usize,
     sms: u32,
     occupancy: &dyn Fn(u32, u32) -> Result<u32>,
+    forced: Option<PlanOverride>,
 ) -> Result<SeamPlan> {
     let chunks = h.div_ceil(CHUNK);
-    let (w, warps, tt, persistent, gy_override) = match parse_override()? {
+    let forced = match forced {
+        Some(f) => Some(f),
+        None => parse_override()?,
+    };
+    let (w, warps, tt, persistent, gy_override) = match forced {
         Some((w, warps, tt, gy)) => {
             if ![1, 2, 4, 8].contains(&w)
                 || ![1, 2, 4, 8].contains(&warps)
@@ -200,7 +209,7 @@ mod tests {
         let occ = |_w: u32, _s: u32| -> Result<u32> { Ok(2) };
         for t in [1, 2, 3, 7, 16, 33, 128, 1000, 16384] {
             for h in [4096, 5120, 7168] {
-                let p = plan(shape, t, h, 132, &occ).unwrap();
+                let p = plan(shape, t, h, 132, &occ, None).unwrap();
                 assert!(p.tt as usize <= MAXTT && p.tt >= 1);
                 assert!(p.tiles as usize * p.tt as usize >= t);
                 assert!(p.grid_y >= 1 && p.grid_y <= p.tiles);

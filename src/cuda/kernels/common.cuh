@@ -19,6 +19,35 @@ __device__ __forceinline__ int lane_id() {
   return l;
 }
 
+// Timeline instrumentation (compiled only with -DMHC_TIMELINE, see `mhc bench --timeline`): a
+// stamp is the global timer (ns) and the multiprocessor's cycle counter, written to slot `slot` of
+// the block's row of TL_SLOTS pairs. The production kernels contain none of it.
+#define TL_SLOTS 24
+#ifdef MHC_TIMELINE
+__device__ __forceinline__ void tl_stamp(u64* tl, int slot) {
+  if (tl != nullptr) {
+    u64 g, c;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));
+    u64* e = tl + ((size_t)(blockIdx.y * gridDim.x + blockIdx.x) * TL_SLOTS + slot) * 2;
+    e[0] = g;
+    e[1] = c;
+  }
+}
+#define STAMP(tl, slot)                       \
+  do {                                        \
+    if (threadIdx.x == 0) tl_stamp(tl, slot); \
+  } while (0)
+#define STAMP_BY(tl, slot) tl_stamp(tl, slot)
+#else
+#define STAMP(tl, slot) \
+  do {                  \
+  } while (0)
+#define STAMP_BY(tl, slot) \
+  do {                     \
+  } while (0)
+#endif
+
 __device__ __forceinline__ float bf16_to_f32(bf16_t b) { return __uint_as_float(((u32)b) << 16); }
 __device__ __forceinline__ float bf16_lo(u32 w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float bf16_hi(u32 w) { return __uint_as_float(w & 0xffff0000u); }
@@ -139,6 +168,25 @@ __device__ __forceinline__ float div_rn(float a, float b, bool& slow) {
   return fmaf(fmaf(-b, q, a), y, q);
 }
 
+// One Sinkhorn iteration after the first row pass: rows (when `rows`), then columns.
+template <bool FAST>
+__device__ __forceinline__ void sinkhorn4_pass(float c[16], bool rows, float eps, bool& slow) {
+  if (rows) {
+#pragma unroll
+    for (int a = 0; a < 4; ++a) {
+      float r = rcp_rn<FAST>(((c[4 * a] + c[4 * a + 1]) + c[4 * a + 2]) + c[4 * a + 3] + eps, slow);
+#pragma unroll
+      for (int b = 0; b < 4; ++b) c[4 * a + b] *= r;
+    }
+  }
+#pragma unroll
+  for (int b = 0; b < 4; ++b) {
+    float r = rcp_rn<FAST>(((c[b] + c[4 + b]) + c[8 + b]) + c[12 + b] + eps, slow);
+#pragma unroll
+    for (int a = 0; a < 4; ++a) c[4 * a + b] *= r;
+  }
+}
+
 // Sinkhorn of SPEC section 2 on one token's 4x4 logits held in registers: row softmax + eps,
 // a column pass, then (iters - 1) row and column passes. Division by a row or column sum is a
 // multiplication by its correctly rounded reciprocal (within one f32 ulp of the division).
@@ -153,21 +201,14 @@ __device__ __forceinline__ void sinkhorn4(float c[16], int iters, float eps, boo
 #pragma unroll
     for (int b = 0; b < 4; ++b) c[4 * a + b] = __fadd_rn(div_rn<FAST>(c[4 * a + b], s, slow), eps);
   }
-  for (int it = 0; it < iters; ++it) {
-    if (it > 0) {
-#pragma unroll
-      for (int a = 0; a < 4; ++a) {
-        float r = rcp_rn<FAST>(((c[4 * a] + c[4 * a + 1]) + c[4 * a + 2]) + c[4 * a + 3] + eps, slow);
-#pragma unroll
-        for (int b = 0; b < 4; ++b) c[4 * a + b] *= r;
-      }
-    }
-#pragma unroll
-    for (int b = 0; b < 4; ++b) {
-      float r = rcp_rn<FAST>(((c[b] + c[4 + b]) + c[8 + b]) + c[12 + b] + eps, slow);
-#pragma unroll
-      for (int a = 0; a < 4; ++a) c[4 * a + b] *= r;
-    }
+  // The model's 20 iterations fully unrolled (one straight run of independent rows and columns
+  // for the scheduler); any other count in a loop.
+  if (FAST && iters == 20) {
+    sinkhorn4_pass<FAST>(c, false, eps, slow);
+#pragma unroll 1
+    for (int it = 1; it < 20; it += 1) sinkhorn4_pass<FAST>(c, true, eps, slow);
+  } else {
+    for (int it = 0; it < iters; ++it) sinkhorn4_pass<FAST>(c, it > 0, eps, slow);
   }
 }
 
@@ -179,7 +220,7 @@ __device__ __forceinline__ float sigmoid_rn(float z, bool& slow) {
 template <bool FAST>
 __device__ __forceinline__ void gates4_impl(const float m[24], const float* scale, const float* base,
                                             float hc_eps, float post_mult, int iters, float pre[4],
-                                            float post[4], float comb[16], bool& slow) {
+                                            float post[4], float comb[16], bool& slow, u64* tl) {
   const float s0 = scale[0], s1 = scale[1], s2 = scale[2];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
@@ -188,18 +229,25 @@ __device__ __forceinline__ void gates4_impl(const float m[24], const float* scal
   }
 #pragma unroll
   for (int a = 0; a < 16; ++a) comb[a] = m[8 + a] * s2 + base[8 + a];
+  if (FAST) STAMP_BY(tl, 16);
   sinkhorn4<FAST>(comb, iters, hc_eps, slow);
+  if (FAST) STAMP_BY(tl, 17);
 }
 
 // Steps 4-7 of SPEC section 2 for n = 4: mixes m[24] -> pre[4], post[4], comb[16]. Branch-free
 // arithmetic first; where an operand left the fast path's range, the IEEE version (same bits in
 // range) recomputes everything.
+// `tl`: timeline stamps of the instrumented build (16: sigmoids done, 17: Sinkhorn done, 18: the
+// IEEE recomputation done, when it ran).
 __device__ __forceinline__ void gates4(const float m[24], const float* scale, const float* base,
                                        float hc_eps, float post_mult, int iters, float pre[4],
-                                       float post[4], float comb[16]) {
+                                       float post[4], float comb[16], u64* tl = nullptr) {
   bool slow = false;
-  gates4_impl<true>(m, scale, base, hc_eps, post_mult, iters, pre, post, comb, slow);
-  if (slow) gates4_impl<false>(m, scale, base, hc_eps, post_mult, iters, pre, post, comb, slow);
+  gates4_impl<true>(m, scale, base, hc_eps, post_mult, iters, pre, post, comb, slow, tl);
+  if (slow) {
+    gates4_impl<false>(m, scale, base, hc_eps, post_mult, iters, pre, post, comb, slow, tl);
+    STAMP_BY(tl, 18);
+  }
 }
 
 // One tensor-core step: d += a (16x16 bf16, row) * b (16x8 bf16, col), f32 accumulation.
@@ -233,3 +281,14 @@ __device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src,
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(gmem_src), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+// Programmatic dependent launch (sm_90). A kernel launched with the programmatic-serialization
+// attribute may start while the previous kernel of its stream still runs; it must call pdl_wait()
+// before it reads anything that kernel may write, or writes anything it may read. pdl_wait()
+// returns once the previous grid has completed and its memory is visible (at once when the
+// launch had no such dependency). pdl_trigger() lets the next kernel start launching: its blocks
+// are placed as resources free up, and its pdl_wait() still waits for this whole grid. Only
+// weights (never written by a preceding kernel of the stream) are read before pdl_wait().
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" :::); }
+

@@ -22,6 +22,12 @@
 // the tile size or the token's row. Sums of squares are accumulated in f64, where squares of
 // bf16 values add exactly, so their order does not matter (and they match the CPU reference).
 //
+// Programmatic dependent launch. The engine launches these kernels so that they may start while
+// the previous kernel of the stream runs: a block stages its fn slice and the gates' weights,
+// then waits (pdl_wait) before touching any activation, the workspace or the counters; it lets
+// the next kernel start placing its blocks (pdl_trigger) once its last tile's records are
+// written, so the next seam's launch and fn fetch overlap this seam's tail.
+//
 // Accuracy. The projection multiplies bf16 streams by fn split into three bf16 pieces
 // (split3), so products and sums are f32-exact up to f32 accumulation: no TF32 anywhere.
 
@@ -53,6 +59,7 @@ struct FusedParams {
   int T, H, tt, tiles, W, nrec, rpad, rows_batch, iters;
   int mode;               // 0: last block of a tile finishes it; 1: tiles only; 2: finish only
   float hc_eps, rms_eps, norm_eps, post_mult;
+  u64* timeline;          // [blocks][TL_SLOTS][2] stamps (MHC_TIMELINE builds only; else unused)
 };
 
 // Dynamic shared memory (sized in plan.rs): [fn slice, when the op has mixes][scratch], where scratch holds
@@ -118,7 +125,7 @@ __device__ __forceinline__ void row_sum(double& v, int tpr, float* scratch) {
 
 // The per-tile tail, run by the last block of the tile.
 template <int PM, int NIN, int NMIX, int CARRIED>
-__device__ void finish_tile(const FusedParams& p, int tile, float* scratch) {
+__device__ void finish_tile(const FusedParams& p, int tile, float* scratch, const float* gw) {
   const int tid = threadIdx.x, nthr = blockDim.x;
   const int row0 = tile * p.tt;
   const int rows = min(p.tt, p.T - row0);
@@ -130,26 +137,62 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch) {
   __shared__ float s_rinv[MAXTT];
   __shared__ double s_ss[MAXTT][2];
 
-  // 1) Upper levels of the chunk tree. Up to 32 records (every default plan at H <= 8192): one
-  // thread per (row, mix) loads its records at once and sums them in registers, pairing exactly
-  // as the shared-memory tree below does. More records: the tree in shared memory, rows_batch
-  // rows at a time.
-  if (NMIX > 0 && p.rpad <= 32) {
-    for (int i = tid; i < rows * NM; i += nthr) {
-      const int r = i / NM, mix = i % NM;
-      const float* rec = p.rec_m + (size_t)(row0 + r) * p.nrec * NM + mix;
-      float v[32];
+  // 1) Upper levels of the chunk tree and the sums of squares, all loads in one pass. Up to 128
+  // records (every default plan at H <= 8192): one thread per (row, mix, group of 32 records)
+  // loads its records at once and sums them in registers, pairing exactly as the shared-memory
+  // tree below does, and the groups' sums are paired the same way after a barrier; one thread
+  // per (row, gate or norm) sums that row's f64 sums of squares (exact, so in any order). More
+  // records: the tree in shared memory, rows_batch rows at a time.
+  const bool reg_tree = NMIX > 0 && p.rpad <= 128;
+  {
+    const int ngrp = reg_tree ? (p.rpad + 31) / 32 : 0;  // 1, 2 or 4
+    const int nm_items = rows * NM * ngrp;
+    float* gsum = scratch;  // [rows][NM][ngrp]
+    for (int i = tid; i < nm_items + rows * 2; i += nthr) {
+      if (i < nm_items) {
+        const int r = i / (NM * ngrp), rem = i % (NM * ngrp), mix = rem / ngrp, grp = rem % ngrp;
+        const int k0 = grp * 32;
+        const float* rec = p.rec_m + ((size_t)(row0 + r) * p.nrec + k0) * NM + mix;
+        float v[32];
 #pragma unroll
-      for (int k = 0; k < 32; ++k) v[k] = k < p.nrec ? ld_cg_f32(rec + (size_t)k * NM) : 0.0f;
+        for (int k = 0; k < 32; ++k) v[k] = k0 + k < p.nrec ? ld_cg_f32(rec + (size_t)k * NM) : 0.0f;
 #pragma unroll
-      for (int s = 1; s < 32; s <<= 1) {
+        for (int s = 1; s < 32; s <<= 1) {
 #pragma unroll
-        for (int k = 0; k < 32; k += 2 * s) v[k] += v[k + s];
+          for (int k = 0; k < 32; k += 2 * s) v[k] += v[k + s];
+        }
+        gsum[i] = v[0];
+      } else {
+        const int r = (i - nm_items) / 2, which = (i - nm_items) % 2;
+        const double* rec = p.rec_ss + (size_t)(row0 + r) * p.nrec * 2 + which;
+        double acc = 0.0;
+        if (p.nrec <= 32) {
+          // Every load issued before the first add (one round trip).
+          double v[32];
+#pragma unroll
+          for (int k = 0; k < 32; ++k) v[k] = k < p.nrec ? ld_cg_f64(rec + (size_t)k * 2) : 0.0;
+#pragma unroll
+          for (int k = 0; k < 32; ++k) acc += v[k];
+        } else {
+          for (int k = 0; k < p.nrec; ++k) acc += ld_cg_f64(rec + (size_t)k * 2);
+        }
+        s_ss[r][which] = acc;
       }
-      s_m[r][mix] = v[0];
     }
     __syncthreads();
-  } else if (NMIX > 0) {
+    STAMP(p.timeline, 9);
+    if (reg_tree) {
+      for (int i = tid; i < rows * NM; i += nthr) {
+        const float* g = gsum + i * ngrp;
+        float v = g[0];
+        if (ngrp == 2) v = g[0] + g[1];
+        if (ngrp == 4) v = (g[0] + g[1]) + (g[2] + g[3]);
+        s_m[i / NM][i % NM] = v;
+      }
+      __syncthreads();
+    }
+  }
+  if (NMIX > 0 && !reg_tree) {
     for (int rb = 0; rb < rows; rb += p.rows_batch) {
       const int nb = min(p.rows_batch, rows - rb);
       const int seg = p.rpad;
@@ -174,32 +217,14 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch) {
     }
   }
   // Threads split evenly over the tile's rows (tpr per row, a multiple of 4, so an MXFP8 block
-  // of 4 vectors stays in one quad of one warp). Used for the sums and the passes below.
+  // of 4 vectors stays in one quad of one warp). Used for the passes below.
   int rows_pad = 1;
   while (rows_pad < rows) rows_pad <<= 1;
   const int tpr = nthr / rows_pad;
   const int r = tid / tpr, lr = tid % tpr;
   const int tok = row0 + r;
   const bool row_ok = r < rows;
-  {
-    // Sums of squares over the records, spread over the row's threads (exact in f64).
-    double sg = 0.0, sn = 0.0;
-    if (row_ok) {
-#pragma unroll 4
-      for (int k = lr; k < p.nrec; k += tpr) {
-        const double* rec = p.rec_ss + ((size_t)tok * p.nrec + k) * 2;
-        sg += ld_cg_f64(rec);
-        sn += ld_cg_f64(rec + 1);
-      }
-    }
-    row_sum(sg, tpr, scratch);
-    row_sum(sn, tpr, scratch + 2 * (nthr / WARP));
-    if (lr == 0 && row_ok) {
-      s_ss[r][0] = sg;
-      s_ss[r][1] = sn;
-    }
-  }
-  __syncthreads();
+  STAMP(p.timeline, 10);
 
   // 2) Gates, one thread per token. The carried ops' layer input does not wait for them: there
   // the block's last warp computes them while the other warps start the RMSNorm pass.
@@ -210,7 +235,12 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch) {
       float m[24], pre[4], post[4], comb[16];
 #pragma unroll
       for (int c = 0; c < 24; ++c) m[c] = rinv * s_m[i][c];
-      gates4(m, p.scale, p.base, p.hc_eps, p.post_mult, p.iters, pre, post, comb);
+      if (i == 0) STAMP_BY(p.timeline, 15);
+#ifdef MHC_TIMELINE
+      gates4(m, gw, gw + 3, p.hc_eps, p.post_mult, p.iters, pre, post, comb, i == 0 ? p.timeline : nullptr);
+#else
+      gates4(m, gw, gw + 3, p.hc_eps, p.post_mult, p.iters, pre, post, comb);
+#endif
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         p.pre_out[tok * 4 + j] = pre[j];
@@ -223,7 +253,7 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch) {
       const float rinv = rms_factor(s_ss[i][0], NIN * p.H, p.rms_eps);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const float pj = sigmoidf_(rinv * s_m[i][j] * p.scale[0] + p.base[j]) + p.hc_eps;
+        const float pj = sigmoidf_(rinv * s_m[i][j] * gw[0] + gw[3 + j]) + p.hc_eps;
         p.pre_out[tok * 4 + j] = pj;
         s_p[i][j] = pj;
       }
@@ -236,51 +266,66 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch) {
     }
     const int gi = tid - (nthr - WARP);  // rows <= MAXTT <= WARP
     if (gi >= 0 && gi < rows) gates_row(gi);
+    if (gi == 0) STAMP_BY(p.timeline, 11);
   } else {
     if (tid < rows) gates_row(tid);
     __syncthreads();
+    STAMP(p.timeline, 11);
   }
 
   // 3) Layer-input passes.
   const int H8 = p.H / 8;
   const int iters = (H8 + tpr - 1) / tpr;
 
+  // Both passes load in explicit batches: their loads (layer_input, residual_out) may alias
+  // their stores for all the compiler knows, so a plain loop pays one memory round trip per
+  // iteration; a batch's loads are all issued before its first store.
   if (!CARRIED) {
+    constexpr int NB = 2;  // 4 streams x 16 bytes per iteration
     double ss = 0.0;
-#pragma unroll 2
-    for (int it = 0; it < iters; ++it) {
-      const int v = lr + it * tpr;
-      const bool ok = row_ok && v < H8;
-      float c[8];
+    for (int it0 = 0; it0 < iters; it0 += NB) {
+      uint4 sv[NB][NS];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) c[e] = 0.0f;
-      if (ok) {
-        const bf16_t* src = PM ? p.residual_out : p.residual;
-        float s[NS][8];
+      for (int b = 0; b < NB; ++b) {
+        const int v = lr + (it0 + b) * tpr;
+        const bool ok = row_ok && it0 + b < iters && v < H8;
 #pragma unroll
         for (int j = 0; j < NS; ++j) {
-          const bf16_t* ptr = src + ((size_t)tok * NS + j) * p.H + 8 * v;
-          unpack8(PM ? ld_cg4(ptr) : __ldg((const uint4*)ptr), s[j]);
-        }
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          float acc = __fmul_rn(s_p[r][0], s[0][e]);
-#pragma unroll
-          for (int j = 1; j < NS; ++j) acc = __fadd_rn(acc, __fmul_rn(s_p[r][j], s[j][e]));
-          c[e] = acc;
+          const bf16_t* ptr = (PM ? p.residual_out : p.residual) + ((size_t)tok * NS + j) * p.H + 8 * v;
+          sv[b][j] = ok ? (PM ? ld_cg4(ptr) : __ldg((const uint4*)ptr)) : make_uint4(0, 0, 0, 0);
         }
       }
-      if (has_norm) {
-        if (ok) {
-          const uint4 cb = pack8(c);
-          *(uint4*)(p.layer_input + (size_t)tok * p.H + 8 * v) = cb;
-          float cr[8];
-          unpack8(cb, cr);
 #pragma unroll
-          for (int e = 0; e < 8; ++e) ss += (double)(cr[e] * cr[e]);
+      for (int b = 0; b < NB; ++b) {
+        const int v = lr + (it0 + b) * tpr;
+        const bool ok = row_ok && it0 + b < iters && v < H8;
+        float c[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) c[e] = 0.0f;
+        if (ok) {
+          float sf[NS][8];
+#pragma unroll
+          for (int j = 0; j < NS; ++j) unpack8(sv[b][j], sf[j]);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            float acc = __fmul_rn(s_p[r][0], sf[0][e]);
+#pragma unroll
+            for (int j = 1; j < NS; ++j) acc = __fadd_rn(acc, __fmul_rn(s_p[r][j], sf[j][e]));
+            c[e] = acc;
+          }
         }
-      } else {
-        emit_li(p, tok, 8 * v, c, ok, (v & 3) == 0);
+        if (has_norm) {
+          if (ok) {
+            const uint4 cb = pack8(c);
+            *(uint4*)(p.layer_input + (size_t)tok * p.H + 8 * v) = cb;
+            float cr[8];
+            unpack8(cb, cr);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) ss += (double)(cr[e] * cr[e]);
+          }
+        } else {
+          emit_li(p, tok, 8 * v, c, ok, (v & 3) == 0);
+        }
       }
     }
     if (has_norm) {
@@ -290,29 +335,56 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch) {
     }
   }
   if (has_norm) {
-    const float rinv = row_ok ? s_rinv[r] : 0.0f;
-#pragma unroll 4
-    for (int it = 0; it < iters; ++it) {
-      const int v = lr + it * tpr;
-      const bool ok = row_ok && v < H8;
-      float val[8];
+    // For the carried ops with gates, the gate warp (the block's last) stays out of this pass
+    // when the other warps still split evenly into quads per row (at least 4 threads a row):
+    // its share would otherwise start only after the gates, on the critical path.
+    const bool gate_warp_out = CARRIED && NMIX > 0 && nthr - WARP >= 4 * rows_pad &&
+                               ((nthr - WARP) / rows_pad) % 4 == 0;
+    const int nthr_n = gate_warp_out ? nthr - WARP : nthr;
+    const int tpr_n = nthr_n / rows_pad;
+    const int rn = tid / tpr_n, lrn = tid % tpr_n;
+    const int tokn = row0 + rn;
+    const bool rok = tid < nthr_n && rn < rows;
+    const int iters_n = tid < nthr_n ? (H8 + tpr_n - 1) / tpr_n : 0;
+    const float rinv = rok ? s_rinv[rn] : 0.0f;
+    // A batch's loads of the layer input and of norm_w are all issued before its arithmetic
+    // (ncu on the tails launch: the pass waited on memory, about a round trip per element).
+    constexpr int NB = 4;
+    for (int it0 = 0; it0 < iters_n; it0 += NB) {
+      uint4 cv[NB];
+      float4 wv[NB][2];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) val[e] = 0.0f;
-      if (ok) {
-        float c[8], w[8];
-        const size_t off = (size_t)tok * p.H + 8 * v;
+      for (int b = 0; b < NB; ++b) {
+        const int v = lrn + (it0 + b) * tpr_n;
+        const bool ok = rok && it0 + b < iters_n && v < H8;
+        const size_t off = (size_t)tokn * p.H + 8 * v;
         // The entry seam's layer input before the norm is x itself.
-        unpack8(NIN == 1 ? __ldg((const uint4*)(p.x + off)) : ld_cg4(p.layer_input + off), c);
-        const float4* wp = (const float4*)(p.norm_w + 8 * v);
-        const float4 w0 = __ldg(wp), w1 = __ldg(wp + 1);
-        w[0] = w0.x; w[1] = w0.y; w[2] = w0.z; w[3] = w0.w;
-        w[4] = w1.x; w[5] = w1.y; w[6] = w1.z; w[7] = w1.w;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) val[e] = __fmul_rn(__fmul_rn(c[e], rinv), w[e]);
+        cv[b] = ok ? (NIN == 1 ? __ldg((const uint4*)(p.x + off)) : ld_cg4(p.layer_input + off))
+                   : make_uint4(0, 0, 0, 0);
+        const float4* wp = (const float4*)(p.norm_w + 8 * (ok ? v : 0));
+        wv[b][0] = __ldg(wp);
+        wv[b][1] = __ldg(wp + 1);
       }
-      emit_li(p, tok, 8 * v, val, ok, (v & 3) == 0);
+#pragma unroll
+      for (int b = 0; b < NB; ++b) {
+        const int v = lrn + (it0 + b) * tpr_n;
+        const bool ok = rok && it0 + b < iters_n && v < H8;
+        float val[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) val[e] = 0.0f;
+        if (ok) {
+          float c[8];
+          unpack8(cv[b], c);
+          const float w[8] = {wv[b][0].x, wv[b][0].y, wv[b][0].z, wv[b][0].w,
+                              wv[b][1].x, wv[b][1].y, wv[b][1].z, wv[b][1].w};
+#pragma unroll
+          for (int e = 0; e < 8; ++e) val[e] = __fmul_rn(__fmul_rn(c[e], rinv), w[e]);
+        }
+        emit_li(p, tokn, 8 * v, val, ok, (v & 3) == 0);
+      }
     }
   }
+  STAMP(p.timeline, 12);
 }
 
 template <int PM, int NIN, int NMIX, int CARRIED>
@@ -333,13 +405,28 @@ __device__ void seam_kernel_body(const FusedParams& p) {
   float* scratch = (float*)(smem + fn_bytes);
   float* scoef = scratch;  // dead once the elementwise phase is over (a barrier separates them)
   __shared__ int s_last;
+  // The gates' weights (scale, then base), staged before waiting for the previous kernel: the
+  // tail reads them from shared memory instead of paying a global round trip on its serial path.
+  // Barriers inside the tile loop (or the tails loop) separate these writes from the reads.
+  __shared__ float s_gw[3 + (NMIX > 0 ? NMIX : 1)];
+  STAMP(p.timeline, 0);
+  if (NMIX > 0) {
+    constexpr int NSC = NMIX == 24 ? 3 : 1;
+    if (tid < NSC) s_gw[tid] = p.scale[tid];
+    else if (tid >= 3 && tid < 3 + NMIX) s_gw[tid] = p.base[tid - 3];
+  }
 
   if (p.mode == 2) {
-    // Finish only: one tile per block (the tiles were written by the preceding launch).
+    // Finish only: one tile per block (the tiles were written by the preceding launch). The
+    // next kernel may start placing its blocks now; they wait for this grid to complete.
+    pdl_trigger();
+    pdl_wait();
+    STAMP(p.timeline, 2);
     for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x) {
       __syncthreads();
-      finish_tile<PM, NIN, NMIX, CARRIED>(p, tile, (float*)smem);
+      finish_tile<PM, NIN, NMIX, CARRIED>(p, tile, (float*)smem, s_gw);
     }
+    STAMP(p.timeline, 13);
     return;
   }
 
@@ -359,6 +446,11 @@ __device__ void seam_kernel_body(const FusedParams& p) {
       cp_async16((float4*)sfn + (size_t)r * row4 + (c4 ^ swz), ok ? p.fn + (size_t)r * p.H + h : p.fn, ok ? 16 : 0);
     }
   }
+  STAMP(p.timeline, 1);
+  // fn is a weight: it was read above, possibly while the previous kernel of the stream still
+  // runs (programmatic dependent launch). Everything below reads or writes activations.
+  pdl_wait();
+  STAMP(p.timeline, 2);
 
   for (int tile = blockIdx.y; tile < p.tiles; tile += gridDim.y) {
     __syncthreads();  // the previous tile's readers of scoef/scratch are done; sfn is staged
@@ -374,6 +466,7 @@ __device__ void seam_kernel_body(const FusedParams& p) {
       scoef[i] = v;
     }
     __syncthreads();
+    STAMP(p.timeline, 3);
 
     const bool chunk_ok = warp < p.W && chunk * CHUNK < p.H;
     const int h = chunk * CHUNK + 8 * q;
@@ -472,6 +565,7 @@ __device__ void seam_kernel_body(const FusedParams& p) {
       }
     }
 
+    STAMP(p.timeline, 4);
     if (!need_finish) continue;
 
     // This chunk's projection on tensor cores, from zero, in the canonical order.
@@ -482,6 +576,7 @@ __device__ void seam_kernel_body(const FusedParams& p) {
       // fn has landed (a no-op after the first tile).
       cp_async_wait_all();
       __syncthreads();
+      STAMP(p.timeline, 5);
 #pragma unroll
       for (int j = 0; j < NIN; ++j) {
 #pragma unroll
@@ -507,6 +602,7 @@ __device__ void seam_kernel_body(const FusedParams& p) {
         }
       }
     }
+    STAMP(p.timeline, 14);
     // Sums of squares for the gates' RMS factor, then quad sums (exact in f64, so any order).
     double ssg[2] = {0.0, 0.0};
 #pragma unroll
@@ -525,6 +621,7 @@ __device__ void seam_kernel_body(const FusedParams& p) {
       ssn[rr] += __shfl_xor_sync(FULL_MASK, ssn[rr], 1);
       ssn[rr] += __shfl_xor_sync(FULL_MASK, ssn[rr], 2);
     }
+    STAMP(p.timeline, 6);
     // Partials to shared memory: part[warp][row][mix] then ss[warp][row][2]. They overwrite the
     // staged coefficients, so every warp must be past its elementwise phase.
     __syncthreads();
@@ -578,6 +675,12 @@ __device__ void seam_kernel_body(const FusedParams& p) {
       rec[0] = sg;
       rec[1] = sn;
     }
+    STAMP(p.timeline, 7);
+    // After its last tile's records the block lets the next kernel start placing blocks (they
+    // stage their weights, then wait for this grid): this overlaps the next launch and its fn
+    // fetch with the tile's tail. Triggering here rather than at kernel start keeps at most one
+    // kernel waiting behind this one.
+    if (tile + (int)gridDim.y >= p.tiles) pdl_trigger();
     if (p.mode == 1) continue;  // a second launch finishes the tiles
     // Publish, then let the last block of this tile finish it. The barrier orders the block's
     // record writes before thread 0's fence and atomic (release); thread 0's fence after the
@@ -590,11 +693,13 @@ __device__ void seam_kernel_body(const FusedParams& p) {
       s_last = last;
     }
     __syncthreads();
+    STAMP(p.timeline, 8);
     if (s_last) {
-      finish_tile<PM, NIN, NMIX, CARRIED>(p, tile, scratch);
+      finish_tile<PM, NIN, NMIX, CARRIED>(p, tile, scratch, s_gw);
       if (tid == 0) p.counters[tile] = 0;
     }
   }
+  STAMP(p.timeline, 13);
 }
 
 // Two blocks of 256 threads per multiprocessor: at most 128 registers per thread.
