@@ -105,6 +105,28 @@ fn fused_every_op_every_t(h: usize) {
     }
 }
 
+/// The gates' fast reciprocals skip their range test when hc_eps is a normal number <= 1 and the
+/// logits are finite; other eps values take the checked path (and, out of range, the IEEE
+/// recomputation). Every one agrees with the CPU reference.
+#[test]
+fn gates_agree_with_the_reference_for_any_eps() {
+    gpu!(e, PathChoice::Auto);
+    for eps in [0.0f32, 1e-30, 1e-6, 0.5, 2.0] {
+        let mut c = cfg(4, 4096);
+        c.hc_eps = eps;
+        let cases: Vec<Case> = [Op::Seam, Op::Pre, Op::Gates]
+            .into_iter()
+            .map(|op| Case {
+                op,
+                t: 7,
+                norm: op.has_layer_input(),
+                fp8: false,
+            })
+            .collect();
+        run_all(&e, &c, &cases);
+    }
+}
+
 #[test]
 fn unfused_every_op() {
     gpu!(e, PathChoice::Unfused);
