@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Markdown tables for BENCHMARKS.md from `mhc bench --json` files.
+
+    scripts/bench-tables.py seam bench/results/seam-h5120-h200.json
+    scripts/bench-tables.py projection bench/results/projection-h200.json
+"""
+import json
+import sys
+
+
+def seam(path):
+    rows = json.load(open(path))
+    by = {}
+    for r in rows:
+        by[(r["tokens"], r["path"], r["mode"], r.get("pdl", False))] = r
+    print("| T | fused, graph, PDL (us) | fused, graph, no PDL (us) | launches | GB/s (PDL) | % of copy (PDL) "
+          "| floor (us) | fused, eager (us) | host us/call | unfused, graph (us) | unfused launches | speedup (PDL) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for t in sorted({k[0] for k in by}):
+        on = by.get((t, "fused", "graph", True))
+        off = by.get((t, "fused", "graph", False))
+        eager = by.get((t, "fused", "eager", True)) or by.get((t, "fused", "eager", False))
+        uf = by.get((t, "unfused", "graph", False))
+        main = on or off
+        cells = [
+            str(t),
+            f"{on['us_per_seam']:.1f}" if on else "",
+            f"{off['us_per_seam']:.1f}" if off else "",
+            f"{main['launches_per_seam']:.0f}",
+            f"{main['gbps']:.0f}",
+            f"{main['pct_of_copy_bw']:.1f}",
+            f"{main['floor_us']:.2f}",
+            f"{eager['us_per_seam']:.1f}" if eager else "",
+            f"{eager['host_us_per_call']:.1f}" if eager else "",
+            f"{uf['us_per_seam']:.1f}" if uf else "",
+            f"{uf['launches_per_seam']:.0f}" if uf else "",
+            f"{uf['us_per_seam'] / main['us_per_seam']:.1f}x" if uf else "",
+        ]
+        print("| " + " | ".join(cells) + " |")
+
+
+def projection(path):
+    rows = json.load(open(path))
+    by = {}
+    for r in rows:
+        by[(r["hidden"], r["n"], r["tokens"], r["path"])] = r
+    print("| K | N | M | ours (us) | % copy | cuBLAS f32 out (us) | cuBLAS bf16 out (us) | faster than both |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---|")
+    for (k, n, m) in sorted({key[:3] for key in by}):
+        o = by[(k, n, m, "fused")]
+        f = by.get((k, n, m, "cublas-f32"))
+        b = by.get((k, n, m, "cublas-bf16"))
+        faster = f and b and o["us_per_seam"] < f["us_per_seam"] and o["us_per_seam"] < b["us_per_seam"]
+        print(f"| {k} | {n} | {m} | {o['us_per_seam']:.2f} | {o['pct_of_copy_bw']:.1f} | "
+              f"{f['us_per_seam']:.2f} | {b['us_per_seam']:.2f} | {'yes' if faster else 'no'} |")
+
+
+if __name__ == "__main__":
+    {"seam": seam, "projection": projection}[sys.argv[1]](sys.argv[2])
