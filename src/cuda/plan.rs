@@ -67,10 +67,11 @@ impl KernelShape {
 }
 
 /// The heuristic's choice of (w, warps, tt, persistent) for T tokens. Small T: one launch, tiles
-/// of at most 8 tokens so the tail (on the critical path) stays short, and whole groups of 8
-/// chunks per block, which keeps the records (and the tail's tree) small: on the H200 this beat
-/// 2 and 4 chunks per block at T = 1, 16 and 128 (PERF_NOTES.md, attempt 3). Large T: persistent
-/// blocks with fn staged in shared memory, and the tails in a second launch.
+/// of at most 8 tokens so the tail (on the critical path) stays short (16 where tiles of 8 would
+/// take a second wave of blocks, see `plan`), and whole groups of 8 chunks per block, which keeps
+/// the records (and the tail's tree) small: on the H200 this beat 1, 2 and 4 chunks per block at
+/// T = 1 to 128 (PERF_NOTES.md, attempts 3 and 9). Large T: persistent blocks with fn staged in
+/// shared memory, and the tails in a second launch.
 fn default_shape(t: usize) -> (u32, u32, u32, bool) {
     match t {
         0..=256 => (8, 8, t.clamp(1, 8) as u32, false),
@@ -129,7 +130,16 @@ pub fn plan(
             (w, warps, tt, gy > 0, gy)
         }
         None => {
-            let (w, warps, tt, p) = default_shape(t);
+            let (w, warps, mut tt, p) = default_shape(t);
+            // One launch: tiles of 16 tokens when tiles of 8 would need a second wave of blocks
+            // (on the H200 at H = 5120: T = 128 30.6 -> 29.3 us, T = 192 35.8 -> 30.4 us, the
+            // same at T = 64, slower at T = 32; BENCHMARKS.md, plan tuning).
+            if !p && tt == 8 {
+                let blocks8 = t.div_ceil(8) * chunks.div_ceil(w as usize);
+                if blocks8 > 2 * sms as usize {
+                    tt = 16;
+                }
+            }
             (w, warps, tt, p, 0)
         }
     };
