@@ -4,14 +4,22 @@
 
 use mhc::cuda::{kernels, nvrtc};
 
+/// Whether NVRTC can be loaded; a missing NVRTC skips the test unless MHC_REQUIRE_NVRTC is set.
+fn nvrtc_here() -> bool {
+    if nvrtc::available() {
+        return true;
+    }
+    assert!(
+        std::env::var("MHC_REQUIRE_NVRTC").is_err(),
+        "MHC_REQUIRE_NVRTC is set but NVRTC cannot be loaded"
+    );
+    eprintln!("skipped: NVRTC not available");
+    false
+}
+
 #[test]
 fn every_kernel_compiles_for_sm90_without_spills() {
-    if !nvrtc::available() {
-        assert!(
-            std::env::var("MHC_REQUIRE_NVRTC").is_err(),
-            "MHC_REQUIRE_NVRTC is set but NVRTC cannot be loaded"
-        );
-        eprintln!("skipped: NVRTC not available");
+    if !nvrtc_here() {
         return;
     }
     for m in kernels::ALL {
@@ -40,12 +48,7 @@ fn every_kernel_compiles_for_sm90_without_spills() {
 /// is a measuring tool, not a production kernel).
 #[test]
 fn timeline_build_compiles() {
-    if !nvrtc::available() {
-        assert!(
-            std::env::var("MHC_REQUIRE_NVRTC").is_err(),
-            "MHC_REQUIRE_NVRTC is set but NVRTC cannot be loaded"
-        );
-        eprintln!("skipped: NVRTC not available");
+    if !nvrtc_here() {
         return;
     }
     let c = nvrtc::compile_with(&kernels::SEAM, "sm_90", &["MHC_TIMELINE"])

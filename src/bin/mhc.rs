@@ -426,12 +426,7 @@ fn cmd_check(a: CheckArgs) -> Result<bool> {
         }
     }
     if let Some(p) = &a.json {
-        let s =
-            serde_json::to_string_pretty(&reports).map_err(|e| Error::Invalid(e.to_string()))?;
-        std::fs::write(p, s).map_err(|source| Error::Io {
-            path: p.clone(),
-            source,
-        })?;
+        write_json(p, &reports)?;
     }
     println!(
         "{} cases: {} passed, {} failed, {} errors",
@@ -595,12 +590,7 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
         }
         mhc::bench::gpu::print_timeline(&rows);
         if let Some(p) = &a.json {
-            let s =
-                serde_json::to_string_pretty(&rows).map_err(|e| Error::Invalid(e.to_string()))?;
-            std::fs::write(p, s).map_err(|source| Error::Io {
-                path: p.clone(),
-                source,
-            })?;
+            write_json(p, &rows)?;
         }
         return Ok(());
     }
@@ -651,11 +641,7 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     }
     mhc::bench::print_table(&rows);
     if let Some(p) = &a.json {
-        let s = serde_json::to_string_pretty(&rows).map_err(|e| Error::Invalid(e.to_string()))?;
-        std::fs::write(p, s).map_err(|source| Error::Io {
-            path: p.clone(),
-            source,
-        })?;
+        write_json(p, &rows)?;
     }
     if let Some(stem) = &a.plot {
         mhc::bench::plot::write(&rows, stem)?;
@@ -716,11 +702,7 @@ fn cmd_kernels(a: KernelsArgs) -> Result<bool> {
         }
     }
     if let Some(p) = &a.json {
-        let s = serde_json::to_string_pretty(&all).map_err(|e| Error::Invalid(e.to_string()))?;
-        std::fs::write(p, s).map_err(|source| Error::Io {
-            path: p.clone(),
-            source,
-        })?;
+        write_json(p, &all)?;
     }
     println!(
         "{}",
@@ -770,4 +752,13 @@ fn cmd_info() -> Result<()> {
     }
     println!("CPU threads {}", rayon::current_num_threads());
     Ok(())
+}
+
+/// Writes `v` as pretty JSON to `path`.
+fn write_json<T: serde::Serialize>(path: &std::path::Path, v: &T) -> Result<()> {
+    let s = serde_json::to_string_pretty(v).map_err(|e| Error::Invalid(e.to_string()))?;
+    std::fs::write(path, s).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })
 }
