@@ -235,3 +235,11 @@ fn cpu_bench_writes_json_and_plots() {
     assert!(std::fs::metadata(plot.with_extension("svg")).unwrap().len() > 1000);
     assert!(std::fs::metadata(plot.with_extension("png")).unwrap().len() > 1000);
 }
+
+#[test]
+fn timeline_on_the_cpu_is_a_clear_error() {
+    let (code, _, err) = mhc(&["bench", "--backend", "cpu", "--timeline"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--timeline"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

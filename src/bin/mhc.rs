@@ -568,6 +568,11 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     println!("backend {desc}");
     let cfgs = a.model.configs(&[Preset::V41Flash]);
     let mut rows = Vec::new();
+    if a.timeline && be.name() != "cuda" {
+        return Err(Error::Unsupported(
+            "--timeline instruments the CUDA kernels: it needs --backend cuda and a GPU".into(),
+        ));
+    }
     if be.name() == "cuda" && a.timeline {
         let e = CudaEngine::new(cuda::EngineOptions {
             timeline: true,
