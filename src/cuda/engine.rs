@@ -69,8 +69,8 @@ pub struct EngineOptions {
     pub device: usize,
     /// Forced path (default: `MHC_PATH` or auto).
     pub path: PathChoice,
-    /// Programmatic dependent launch for the fused seam-family kernels (default: on; `MHC_PDL=0`
-    /// turns it off). Such a kernel may start while the previous kernel of the stream still
+    /// Programmatic dependent launch for the fused seam-family kernels but the entry seam
+    /// (default: on; `MHC_PDL=0` turns it off). Such a kernel may start while the previous kernel of the stream still
     /// runs and reads its weights (fn, scale, base) before waiting for it, so a kernel that
     /// writes those weights must not immediately precede it in the stream. Activations are
     /// only touched after the wait.
@@ -888,6 +888,9 @@ impl CudaEngine {
             params.timeline =
                 self.timeline_rows(name.to_string(), (plan.nrec * plan.grid_y) as usize);
         }
+        // The entry seam runs once per forward pass, often right after `fold_entry_weight` wrote
+        // its weight on the same stream: it waits for its predecessor like a plain launch.
+        let pdl = self.pdl.get() && call.op != Op::Entry;
         let mut ptrs = [&mut params as *mut FusedParams as *mut c_void];
         unsafe {
             self.dev.launch(
@@ -897,7 +900,7 @@ impl CudaEngine {
                 plan.smem,
                 stream,
                 &mut ptrs,
-                self.pdl.get(),
+                pdl,
             )?
         };
         kernels.push(name.to_string());
@@ -923,7 +926,7 @@ impl CudaEngine {
                     plan.finish_smem,
                     stream,
                     &mut ptrs,
-                    self.pdl.get(),
+                    pdl,
                 )?
             };
             kernels.push(format!("{name} (tails)"));
@@ -1352,6 +1355,8 @@ impl CudaEngine {
     }
 
     /// Computes the entry seam's folded weight fnb [mixes, H] from fn [mixes, n*H] on `stream`.
+    /// (The entry seam is launched without programmatic dependent launch, so it may follow this
+    /// kernel directly on the same stream.)
     ///
     /// # Safety
     /// `fn_` and `fnb` must hold mixes*n*H and mixes*H f32 elements.
