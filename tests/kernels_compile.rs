@@ -2,6 +2,7 @@
 //! loaded (no GPU needed); CI sets MHC_REQUIRE_NVRTC=1 so that a missing NVRTC fails instead of
 //! skipping.
 
+use mhc::cuda::nvrtc::FunctionReport;
 use mhc::cuda::{kernels, nvrtc};
 
 /// Whether NVRTC can be loaded; a missing NVRTC skips the test unless MHC_REQUIRE_NVRTC is set.
@@ -17,6 +18,14 @@ fn nvrtc_here() -> bool {
     false
 }
 
+/// The ptxas report of kernel `f` in a compile log.
+fn report_of(c: &nvrtc::Compiled, f: &str) -> FunctionReport {
+    nvrtc::parse_report(&c.log)
+        .into_iter()
+        .find(|r| r.name == f)
+        .unwrap_or_else(|| panic!("no ptxas report for {f} in:\n{}", c.log))
+}
+
 #[test]
 fn every_kernel_compiles_for_sm90_without_spills() {
     if !nvrtc_here() {
@@ -24,12 +33,8 @@ fn every_kernel_compiles_for_sm90_without_spills() {
     }
     for m in kernels::ALL {
         let c = nvrtc::compile(&m, "sm_90").unwrap_or_else(|e| panic!("{e}"));
-        let report = nvrtc::parse_report(&c.log);
         for f in m.functions {
-            let r = report
-                .iter()
-                .find(|r| r.name == *f)
-                .unwrap_or_else(|| panic!("no ptxas report for {f} in:\n{}", c.log));
+            let r = report_of(&c, f);
             eprintln!(
                 "{:<18} regs {:>3} stack {:>4} spill st/ld {}/{} smem {}",
                 r.name, r.registers, r.stack, r.spill_stores, r.spill_loads, r.smem
@@ -53,12 +58,8 @@ fn timeline_build_compiles() {
     }
     let c = nvrtc::compile_with(&kernels::SEAM, "sm_90", &["MHC_TIMELINE"])
         .unwrap_or_else(|e| panic!("{e}"));
-    let report = nvrtc::parse_report(&c.log);
     for f in kernels::SEAM.functions {
-        let r = report
-            .iter()
-            .find(|r| r.name == *f)
-            .unwrap_or_else(|| panic!("no ptxas report for {f} in:\n{}", c.log));
+        let r = report_of(&c, f);
         eprintln!(
             "{:<18} regs {:>3} spill st/ld {}/{} (MHC_TIMELINE)",
             r.name, r.registers, r.spill_stores, r.spill_loads

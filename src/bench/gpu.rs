@@ -209,7 +209,9 @@ fn gpu_row(e: &CudaEngine, cfg: &Config, t: usize, copy_gbps: f64) -> BenchRow {
     }
 }
 
-fn finish(mut r: BenchRow, mut us: Vec<f64>) -> BenchRow {
+/// Fills the timing fields of `r` from samples that each timed `calls` seams (or calls).
+fn finish(mut r: BenchRow, us: Vec<f64>, calls: usize) -> BenchRow {
+    let mut us: Vec<f64> = us.into_iter().map(|v| v / calls as f64).collect();
     let (med, spread) = median_spread(&mut us);
     r.samples = us.len();
     r.us_per_seam = med;
@@ -262,14 +264,11 @@ pub fn seam_rows(
                 } else {
                     o.reps
                 };
-                let us: Vec<f64> = time_each(e, o.rounds * reps, || graph.launch())?
-                    .into_iter()
-                    .map(|v| v / o.seams as f64)
-                    .collect();
+                let us = time_each(e, o.rounds * reps, || graph.launch())?;
                 let mut r = gpu_row(e, cfg, t, copy_gbps);
                 r.path = route.path.clone();
                 r.mode = "graph".into();
-                r.pdl = pdl && path == PathChoice::Fused;
+                r.pdl = pdl; // the unfused path is timed with pdl = false only
                 r.launches_per_seam = launches;
                 if path == PathChoice::Fused
                     && let Some(p) = e.plan_for(crate::Op::Seam, t, cfg.hidden)?
@@ -279,7 +278,7 @@ pub fn seam_rows(
                         p.w, p.warps, p.tt, p.nrec, p.grid_y, p.fn_smem
                     );
                 }
-                rows.push(finish(r, us));
+                rows.push(finish(r, us, o.seams));
             }
             if o.eager && path == PathChoice::Fused {
                 // Eager calls with the engine's own setting.
@@ -290,17 +289,14 @@ pub fn seam_rows(
                     chain.run(e, cfg, t, &weights)?;
                     host.push(t0.elapsed().as_secs_f64() * 1e6 / o.seams as f64);
                     Ok(())
-                })?
-                .into_iter()
-                .map(|v| v / o.seams as f64)
-                .collect();
+                })?;
                 let mut r = gpu_row(e, cfg, t, copy_gbps);
                 r.path = route.path.clone();
                 r.mode = "eager".into();
                 r.pdl = saved_pdl;
                 let (h, _) = median_spread(&mut host);
                 r.host_us_per_call = h;
-                rows.push(finish(r, us));
+                rows.push(finish(r, us, o.seams));
             }
         }
         bar.inc(1);
@@ -344,10 +340,9 @@ pub fn projection_rows(
                 let bytes = (n * k * 2 + m * k * 2 + m * n * 4) as f64;
                 let wp = &wp;
                 let cfg = &cfg;
-                let mut variants: Vec<(&str, bool, Variant<'_>)> = Vec::new();
+                let mut variants: Vec<(&str, Variant<'_>)> = Vec::new();
                 variants.push((
                     "fused",
-                    false,
                     Box::new(move |i: usize| -> Result<()> {
                         let call = crate::cuda::RawCall {
                             op: crate::Op::Projection,
@@ -370,36 +365,30 @@ pub fn projection_rows(
                 if let Some(b) = &blas {
                     variants.push((
                         "cublas-f32",
-                        false,
                         Box::new(move |i: usize| b.gemm(ap, wp[i], yp, m, n, k, false)),
                     ));
                     variants.push((
                         "cublas-bf16",
-                        false,
                         Box::new(move |i: usize| b.gemm(ap, wp[i], ybp, m, n, k, true)),
                     ));
                 }
-                for (name, pdl, f) in variants.iter_mut() {
+                for (name, f) in variants.iter_mut() {
                     f(0)?; // warm-up (cuBLAS picks its kernel and workspace outside the capture)
                     e.sync()?;
                     let graph = e.capture(|_| (0..copies).try_for_each(f))?;
                     let launches = graph.kernel_nodes()? as f64 / copies as f64;
                     graph.launch()?;
-                    let us: Vec<f64> = time_each(e, o.rounds * o.reps, || graph.launch())?
-                        .into_iter()
-                        .map(|v| v / copies as f64)
-                        .collect();
+                    let us = time_each(e, o.rounds * o.reps, || graph.launch())?;
                     let mut r = gpu_row(e, cfg, m, copy_gbps);
                     r.op = "projection".into();
                     r.path = name.to_string();
                     r.mode = "graph".into();
-                    r.pdl = *pdl;
                     r.hidden = k;
                     r.n = n;
                     r.bytes_per_seam = bytes;
                     r.floor_us = bytes / (copy_gbps * 1e3);
                     r.launches_per_seam = launches;
-                    rows.push(finish(r, us));
+                    rows.push(finish(r, us, copies));
                 }
                 bar.inc(1);
             }
@@ -492,12 +481,12 @@ pub struct TimelineRow {
     pub span_us: f64,
     /// Last stamp of the previous seam to this seam's first block start (negative: overlap).
     pub gap_us: f64,
-    /// Per stamp of a tile block (BLOCK_NAMES): the median over blocks of the time the block's
+    /// Per stamp of a tile block (BLOCK_STAMPS): the median over blocks of the time the block's
     /// thread 0 passed it.
     pub block_us: Vec<f64>,
     /// The same, the latest block.
     pub block_max_us: Vec<f64>,
-    /// The finisher's (or, split, the last tails block's) stamps (TAIL_NAMES).
+    /// The finisher's (or, split, the last tails block's) stamps (TAIL_STAMPS).
     pub tail_us: Vec<f64>,
     /// Smallest step between distinct stamps seen (the global timer's resolution, at most).
     pub timer_step_ns: f64,
@@ -505,33 +494,31 @@ pub struct TimelineRow {
     pub sm_ghz: f64,
 }
 
-/// The stamp slots of a tile block, in program order (kernels/seam.cu), and their names.
-const BLOCK_SLOTS: [usize; 10] = [0, 1, 2, 3, 4, 5, 14, 6, 7, 8];
-const BLOCK_NAMES: [&str; 10] = [
-    "start",
-    "fn issued",
-    "waited",
-    "coef",
-    "elementwise",
-    "fn landed",
-    "mma",
-    "sums of squares",
-    "records",
-    "finisher?",
+/// A tile block's stamps in program order (slot in kernels/seam.cu, name).
+const BLOCK_STAMPS: [(usize, &str); 10] = [
+    (0, "start"),
+    (1, "fn issued"),
+    (2, "waited"),
+    (3, "coef"),
+    (4, "elementwise"),
+    (5, "fn landed"),
+    (14, "mma"),
+    (6, "sums of squares"),
+    (7, "records"),
+    (8, "finisher?"),
 ];
-/// The finisher's slots (the gate thread's for the gates) and their names.
-const TAIL_SLOTS: [usize; 10] = [8, 9, 10, 15, 16, 17, 18, 11, 12, 13];
-const TAIL_NAMES: [&str; 10] = [
-    "tail start",
-    "records loaded",
-    "records summed",
-    "gates start",
-    "sigmoids",
-    "sinkhorn",
-    "IEEE redo",
-    "gates done",
-    "norm pass",
-    "exit",
+/// The finisher's stamps (the gate thread's for the gates).
+const TAIL_STAMPS: [(usize, &str); 10] = [
+    (8, "tail start"),
+    (9, "records loaded"),
+    (10, "records summed"),
+    (15, "gates start"),
+    (16, "sigmoids"),
+    (17, "sinkhorn"),
+    (18, "IEEE redo"),
+    (11, "gates done"),
+    (12, "norm pass"),
+    (13, "exit"),
 ];
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -601,9 +588,9 @@ fn analyse(
     let per = log.len() / seams.max(1);
     let mut starts = Vec::new();
     let mut ends = Vec::new();
-    let mut block_us: Vec<Vec<f64>> = vec![Vec::new(); BLOCK_SLOTS.len()];
-    let mut block_max: Vec<Vec<f64>> = vec![Vec::new(); BLOCK_SLOTS.len()];
-    let mut tail: Vec<Vec<f64>> = vec![Vec::new(); TAIL_SLOTS.len()];
+    let mut block_us: Vec<Vec<f64>> = vec![Vec::new(); BLOCK_STAMPS.len()];
+    let mut block_max: Vec<Vec<f64>> = vec![Vec::new(); BLOCK_STAMPS.len()];
+    let mut tail: Vec<Vec<f64>> = vec![Vec::new(); TAIL_STAMPS.len()];
     let mut step = u64::MAX;
     let mut ghz = Vec::new();
     let clk = |l: &crate::cuda::TimelineLaunch, b: usize, slot: usize| {
@@ -637,7 +624,7 @@ fn analyse(
         }
         let rel = |v: u64| (v as f64 - start as f64) / 1e3;
         for (k, (med, mx)) in block_us.iter_mut().zip(block_max.iter_mut()).enumerate() {
-            let slot = BLOCK_SLOTS[k];
+            let slot = BLOCK_STAMPS[k].0;
             let v: Vec<f64> = (0..main.blocks)
                 .map(|b| gt(main, b, slot))
                 .filter(|&v| v > 0)
@@ -660,7 +647,11 @@ fn analyse(
                 ghz.push((clk(last, b, 12) - clk(last, b, 0)) as f64 / (g1 - g0) as f64);
             }
             for (k, v) in tail.iter_mut().enumerate() {
-                let slot = if k == 0 && per > 1 { 0 } else { TAIL_SLOTS[k] };
+                let slot = if k == 0 && per > 1 {
+                    0
+                } else {
+                    TAIL_STAMPS[k].0
+                };
                 let x = gt(last, b, slot);
                 if x > 0 {
                     v.push(rel(x));
@@ -708,7 +699,6 @@ pub fn print_timeline(rows: &[TimelineRow]) {
         "phase times in us from the seam's first block start (medians over the chain's seams); \
          blocks: median block [latest block]"
     );
-    let (names, tails) = (BLOCK_NAMES, TAIL_NAMES);
     for r in rows {
         println!(
             "H={} T={} pdl={}: period {:.2}, span {:.2}, gap {:.2} (timer step {} ns, SM clock {:.2} GHz)",
@@ -721,16 +711,16 @@ pub fn print_timeline(rows: &[TimelineRow]) {
             r.timer_step_ns,
             r.sm_ghz
         );
-        let blocks: Vec<String> = names
+        let blocks: Vec<String> = BLOCK_STAMPS
             .iter()
             .zip(r.block_us.iter().zip(&r.block_max_us))
-            .map(|(n, (a, b))| format!("{n} {a:.2} [{b:.2}]"))
+            .map(|((_, n), (a, b))| format!("{n} {a:.2} [{b:.2}]"))
             .collect();
         println!("  blocks: {}", blocks.join(", "));
-        let t: Vec<String> = tails
+        let t: Vec<String> = TAIL_STAMPS
             .iter()
             .zip(&r.tail_us)
-            .map(|(n, a)| format!("{n} {a:.2}"))
+            .map(|((_, n), a)| format!("{n} {a:.2}"))
             .collect();
         println!("  tail:   {}", t.join(", "));
     }
