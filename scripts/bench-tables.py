@@ -43,16 +43,20 @@ def projection(path):
     rows = json.load(open(path))
     by = {}
     for r in rows:
-        by[(r["hidden"], r["n"], r["tokens"], r["path"])] = r
-    print("| K | N | M | ours (us) | % copy | cuBLAS f32 out (us) | cuBLAS bf16 out (us) | faster than both |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---|")
+        by[(r["hidden"], r["n"], r["tokens"], r["path"], r.get("pdl", False))] = r
+    print("| K | N | M | ours, PDL (us) | % copy (PDL) | ours, no PDL (us) | % copy (no PDL) "
+          "| cuBLAS f32 out (us) | cuBLAS bf16 out (us) | faster than both (PDL / no PDL) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    yes = lambda o, f, b: ("yes" if o["us_per_seam"] < min(f["us_per_seam"], b["us_per_seam"]) else "no") if o else ""
     for (k, n, m) in sorted({key[:3] for key in by}):
-        o = by[(k, n, m, "fused")]
-        f = by.get((k, n, m, "cublas-f32"))
-        b = by.get((k, n, m, "cublas-bf16"))
-        faster = f and b and o["us_per_seam"] < f["us_per_seam"] and o["us_per_seam"] < b["us_per_seam"]
-        print(f"| {k} | {n} | {m} | {o['us_per_seam']:.2f} | {o['pct_of_copy_bw']:.1f} | "
-              f"{f['us_per_seam']:.2f} | {b['us_per_seam']:.2f} | {'yes' if faster else 'no'} |")
+        on = by.get((k, n, m, "fused", True))
+        off = by.get((k, n, m, "fused", False))
+        f = by[(k, n, m, "cublas-f32", False)]
+        b = by[(k, n, m, "cublas-bf16", False)]
+        us = lambda o: f"{o['us_per_seam']:.2f}" if o else ""
+        pct = lambda o: f"{o['pct_of_copy_bw']:.1f}" if o else ""
+        print(f"| {k} | {n} | {m} | {us(on)} | {pct(on)} | {us(off)} | {pct(off)} | "
+              f"{us(f)} | {us(b)} | {yes(on, f, b)} / {yes(off, f, b)} |")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every GPU check and timing of a session, in one command on the GPU machine (GUIDE.md):
 #   scripts/gpu-session.sh [STEP...]     steps: info kernels tests tests-fast tests-slow check bench
-#                                        tune ncu sanitize proj timeline all (default all)
+#                                        tune ncu sanitize sanitize-proj proj timeline all
+#                                        (default all)
 # Expects the binaries of scripts/build-gpu-bundle.sh in .gpu/. Writes logs, JSON and plots under
 # a scratch folder, packs them into $OUT/session.tar.gz (OUT defaults to /tmp/mhc-out), and prints a
 # short table last.
@@ -87,6 +88,12 @@ fi
 if want sanitize; then
   step memcheck compute-sanitizer --tool memcheck $B/mhc check --backend cuda --tokens 1,33,300 --preset v4.1-flash
   step racecheck compute-sanitizer --tool racecheck $B/mhc check --backend cuda --tokens 1,33 --ops seam --preset v4.1-flash
+fi
+if want sanitize || want sanitize-proj; then
+  # The projection's shared-memory ring (cp.async stages, one barrier per stage).
+  for tool in memcheck racecheck synccheck; do
+    step $tool-proj compute-sanitizer --tool $tool $B/mhc check --backend cuda --tokens 1,5,17 --ops projection --preset v4.1-flash
+  done
 fi
 if want timeline; then
   # Where a seam's time goes: stamps of the instrumented kernels inside the replayed chain.

@@ -431,8 +431,9 @@ fn graph_replay_and_pdl_match_plain_eager_calls_bit_for_bit() {
 }
 
 /// A seam launched with programmatic dependent launch lets the next kernel start early; a
-/// projection that consumes its layer input (poisoned beforehand) must still read the seam's
-/// output: the same bits as with it off.
+/// projection (itself launched with it, streaming w before it waits) that consumes the seam's
+/// layer input (poisoned beforehand) must still read the seam's output: the same bits as with it
+/// off.
 #[test]
 fn a_consumer_after_a_pdl_seam_reads_its_output() {
     gpu!(e, PathChoice::Auto);
@@ -485,6 +486,90 @@ fn a_consumer_after_a_pdl_seam_reads_its_output() {
         got.push(y.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
     }
     assert_eq!(got[0], got[1]);
+}
+
+/// Back-to-back projections (each may start, and stream its w, while the one before it runs):
+/// eager calls with programmatic dependent launch and a graph replay of them give the same bits
+/// as plain eager calls, including a call that overwrites the previous call's output.
+#[test]
+fn projection_chains_with_pdl_and_graphs_match_plain_calls() {
+    gpu!(e, PathChoice::Auto);
+    let c = cfg(4, 5120);
+    for (m, n, k) in [
+        (1, 2560, 5120),
+        (5, 1000, 4104),
+        (16, 2048, 7168),
+        (17, 300, 4096),
+    ] {
+        let ws: Vec<_> = (0..3)
+            .map(|s| {
+                e.upload(&mhc::bench::gpu::random_bf16(n * k, 0.02, 60 + s))
+                    .unwrap()
+            })
+            .collect();
+        let a = e
+            .upload(&mhc::bench::gpu::random_bf16(m * k, 1.0, 64))
+            .unwrap();
+        let run = |e: &CudaEngine, ys: &[mhc::cuda::DeviceBuffer<f32>]| -> mhc::Result<()> {
+            // w0 -> y0, w1 -> y1, w2 -> y0 (overwrites the first call's output).
+            for (w, y) in [(&ws[0], &ys[0]), (&ws[1], &ys[1]), (&ws[2], &ys[0])] {
+                let call = RawCall {
+                    op: Op::Projection,
+                    t: m,
+                    io: RawIo::default(),
+                    w: Default::default(),
+                    proj: RawProjection {
+                        a: a.ptr(),
+                        w: w.ptr(),
+                        y: y.ptr(),
+                        m,
+                        n,
+                        k,
+                    },
+                };
+                // SAFETY: a holds m x k, w n x k and y m x n elements.
+                unsafe { e.launch_raw(&c, &call, e.stream()) }?;
+            }
+            Ok(())
+        };
+        let outputs = |pdl: bool, graph: bool| -> Vec<Vec<u32>> {
+            e.set_pdl(pdl);
+            let mut ys = [
+                e.zeros::<f32>(m * n).unwrap(),
+                e.zeros::<f32>(m * n).unwrap(),
+            ];
+            for y in ys.iter_mut() {
+                y.poison().unwrap();
+            }
+            if graph {
+                e.capture(|e| run(e, &ys)).unwrap().launch().unwrap();
+            } else {
+                run(&e, &ys).unwrap();
+            }
+            ys.iter()
+                .map(|y| y.to_host().unwrap().iter().map(|v| v.to_bits()).collect())
+                .collect()
+        };
+        let plain = outputs(false, false);
+        assert!(
+            plain
+                .iter()
+                .flatten()
+                .all(|b| f32::from_bits(*b).is_finite()),
+            "M={m} N={n} K={k}: poisoned output left"
+        );
+        assert_eq!(
+            outputs(true, false),
+            plain,
+            "M={m} N={n} K={k}: eager with PDL"
+        );
+        assert_eq!(
+            outputs(true, true),
+            plain,
+            "M={m} N={n} K={k}: graph with PDL"
+        );
+    }
+    e.set_pdl(true);
 }
 
 #[test]

@@ -322,6 +322,7 @@ pub fn projection_rows(
         .map_err(|err| eprintln!("cuBLAS unavailable, timing ours only: {err}"))
         .ok();
     let mut rows = Vec::new();
+    let saved_pdl = e.pdl();
     let mmax = ms.iter().copied().max().unwrap_or(1);
     for &k in ks {
         for &n in ns {
@@ -340,39 +341,45 @@ pub fn projection_rows(
                 let bytes = (n * k * 2 + m * k * 2 + m * n * 4) as f64;
                 let wp = &wp;
                 let cfg = &cfg;
-                let mut variants: Vec<(&str, Variant<'_>)> = Vec::new();
-                variants.push((
-                    "fused",
-                    Box::new(move |i: usize| -> Result<()> {
-                        let call = crate::cuda::RawCall {
-                            op: crate::Op::Projection,
-                            t: m,
-                            io: Default::default(),
-                            w: Default::default(),
-                            proj: crate::cuda::RawProjection {
-                                a: ap,
-                                w: wp[i],
-                                y: yp,
-                                m,
-                                n,
-                                k,
-                            },
-                        };
-                        // SAFETY: buffers hold m*k, n*k and m*n elements.
-                        unsafe { e.launch_raw(cfg, &call, e.stream()) }.map(|_| ())
-                    }),
-                ));
+                let mut variants: Vec<(&str, bool, Variant<'_>)> = Vec::new();
+                for &pdl in &o.pdl {
+                    variants.push((
+                        "fused",
+                        pdl,
+                        Box::new(move |i: usize| -> Result<()> {
+                            let call = crate::cuda::RawCall {
+                                op: crate::Op::Projection,
+                                t: m,
+                                io: Default::default(),
+                                w: Default::default(),
+                                proj: crate::cuda::RawProjection {
+                                    a: ap,
+                                    w: wp[i],
+                                    y: yp,
+                                    m,
+                                    n,
+                                    k,
+                                },
+                            };
+                            // SAFETY: buffers hold m*k, n*k and m*n elements.
+                            unsafe { e.launch_raw(cfg, &call, e.stream()) }.map(|_| ())
+                        }),
+                    ));
+                }
                 if let Some(b) = &blas {
                     variants.push((
                         "cublas-f32",
+                        false,
                         Box::new(move |i: usize| b.gemm(ap, wp[i], yp, m, n, k, false)),
                     ));
                     variants.push((
                         "cublas-bf16",
+                        false,
                         Box::new(move |i: usize| b.gemm(ap, wp[i], ybp, m, n, k, true)),
                     ));
                 }
-                for (name, f) in variants.iter_mut() {
+                for (name, pdl, f) in variants.iter_mut() {
+                    e.set_pdl(*pdl);
                     f(0)?; // warm-up (cuBLAS picks its kernel and workspace outside the capture)
                     e.sync()?;
                     let graph = e.capture(|_| (0..copies).try_for_each(f))?;
@@ -383,6 +390,7 @@ pub fn projection_rows(
                     r.op = "projection".into();
                     r.path = name.to_string();
                     r.mode = "graph".into();
+                    r.pdl = *pdl; // cuBLAS: launched as the library does, recorded as false
                     r.hidden = k;
                     r.n = n;
                     r.bytes_per_seam = bytes;
@@ -394,6 +402,7 @@ pub fn projection_rows(
             }
         }
     }
+    e.set_pdl(saved_pdl);
     Ok(rows)
 }
 

@@ -225,6 +225,15 @@ struct BenchArgs {
     /// off, or both side by side.
     #[arg(long, value_enum, default_value = "both")]
     pdl: PdlChoice,
+    /// Projection rows M (default: 1,2,4,8,16).
+    #[arg(long, value_delimiter = ',')]
+    proj_m: Vec<usize>,
+    /// Projection K (default: 4096,5120,7168).
+    #[arg(long, value_delimiter = ',')]
+    proj_k: Vec<usize>,
+    /// Projection N (default: 1024,2048,2560).
+    #[arg(long, value_delimiter = ',')]
+    proj_n: Vec<usize>,
     /// Instead of timing, print where the time of a fused seam goes: phase timestamps from an
     /// instrumented build of the kernels, inside the replayed chain.
     #[arg(long)]
@@ -625,7 +634,11 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
             pb.finish_and_clear();
         }
         if a.op != BenchOp::Seam {
-            let (ms, ks, ns) = ([1, 2, 4, 8, 16], [4096, 5120, 7168], [1024, 2048, 2560]);
+            let or =
+                |v: &Vec<usize>, d: &[usize]| if v.is_empty() { d.to_vec() } else { v.clone() };
+            let ms = or(&a.proj_m, &[1, 2, 4, 8, 16]);
+            let ks = or(&a.proj_k, &[4096, 5120, 7168]);
+            let ns = or(&a.proj_n, &[1024, 2048, 2560]);
             let pb = bar((ms.len() * ks.len() * ns.len()) as u64);
             rows.extend(mhc::bench::gpu::projection_rows(
                 &e, &ms, &ks, &ns, copy, &o, &pb,

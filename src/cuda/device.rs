@@ -125,9 +125,14 @@ impl Device {
             _modules: modules,
             cached_modules: cached,
         };
-        // The fused kernels stage weights in dynamic shared memory beyond the 48 KB default; the
-        // dynamic limit plus the kernel's static shared memory must stay within the opt-in limit.
-        for f in kernels::SEAM.functions {
+        // The fused kernels and the projection stage weights in dynamic shared memory beyond the
+        // 48 KB default; the dynamic limit plus the kernel's static shared memory must stay within
+        // the opt-in limit.
+        for f in kernels::SEAM
+            .functions
+            .iter()
+            .chain(kernels::PROJECTION.functions)
+        {
             let func = dev.func(f)?;
             let stat = func
                 .get_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
@@ -156,6 +161,14 @@ impl Device {
         self.funcs
             .get(name)
             .ok_or_else(|| Error::Cuda(format!("kernel `{name}` is not loaded")))
+    }
+
+    /// The dynamic shared memory a launch of `name` may use (the limit set at load).
+    pub fn max_dynamic_smem(&self, name: &str) -> Result<u32> {
+        let f = self.func(name)?;
+        f.get_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+            .map(|v| v as u32)
+            .map_err(|e| Error::Cuda(format!("dynamic shared memory limit of `{name}`: {e:?}")))
     }
 
     /// The engine's own stream.

@@ -69,11 +69,12 @@ pub struct EngineOptions {
     pub device: usize,
     /// Forced path (default: `MHC_PATH` or auto).
     pub path: PathChoice,
-    /// Programmatic dependent launch for the fused seam-family kernels but the entry seam
-    /// (default: on; `MHC_PDL=0` turns it off). Such a kernel may start while the previous kernel of the stream still
-    /// runs and reads its weights (fn, scale, base) before waiting for it, so a kernel that
-    /// writes those weights must not immediately precede it in the stream. Activations are
-    /// only touched after the wait.
+    /// Programmatic dependent launch for the fused seam-family kernels but the entry seam, and
+    /// for the fused projection (default: on; `MHC_PDL=0` turns it off). Such a kernel may
+    /// start while the previous kernel of the stream still runs and reads its weights (fn,
+    /// scale, base; the projection's w) before waiting for it, so a kernel that writes those
+    /// weights must not immediately precede it in the stream. Activations are only touched
+    /// after the wait, outputs only written after it.
     pub pdl: bool,
     /// Compile the instrumented kernels that write phase timestamps (`mhc bench --timeline`);
     /// `MHC_TIMELINE=1`. Off for normal use: the production kernels carry no instrumentation.
@@ -168,7 +169,9 @@ pub struct RawWeights {
     pub norm_weight: CUdeviceptr,
 }
 
-/// Operands of the compressor projection: y [m,n] f32 = a [m,k] . w [n,k]^T (bf16).
+/// Operands of the compressor projection: y [m,n] f32 = a [m,k] . w [n,k]^T (bf16). With
+/// programmatic dependent launch on (the engine's `pdl`), the fused kernel starts reading w
+/// while the previous kernel of the stream still runs: w must not be written by that kernel.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RawProjection {
     pub a: CUdeviceptr,
@@ -696,11 +699,29 @@ impl CudaEngine {
         })
     }
 
+    /// A launch in plain stream order without dynamic shared memory.
     unsafe fn run(
         &self,
         name: &str,
         grid: (u32, u32, u32),
         block: u32,
+        stream: CUstream,
+        args: &[Arg],
+        kernels: &mut Vec<String>,
+    ) -> Result<()> {
+        unsafe { self.run_ex(name, grid, block, 0, false, stream, args, kernels) }
+    }
+
+    /// A launch with `smem` bytes of dynamic shared memory, with programmatic dependent launch
+    /// when `pdl` (the kernel must call pdl_wait() before touching what earlier kernels write).
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn run_ex(
+        &self,
+        name: &str,
+        grid: (u32, u32, u32),
+        block: u32,
+        smem: u32,
+        pdl: bool,
         stream: CUstream,
         args: &[Arg],
         kernels: &mut Vec<String>,
@@ -722,11 +743,9 @@ impl CudaEngine {
             .iter_mut()
             .map(|b| b.as_mut_ptr() as *mut c_void)
             .collect();
-        // Plain stream order: programmatic dependent launch is for the fused seam family only
-        // (on the H200 it slowed the projection at 2 of 3 N; PERF_NOTES.md).
         unsafe {
             self.dev
-                .launch(name, grid, block, 0, stream, &mut ptrs, false)?
+                .launch(name, grid, block, smem, stream, &mut ptrs, pdl)?
         };
         if !kernels.iter().any(|k| k == name) {
             kernels.push(name.to_string());
@@ -800,24 +819,26 @@ impl CudaEngine {
             }
             Op::Projection => {
                 let p = &call.proj;
-                // One block per 8 rows of w and 16 rows of a (kernels/projection.cu); the variant
-                // without rows 8..15 of the MMA serves row blocks of at most 8 rows. 16 warps per
-                // block while the n-tiles fit in one wave of two blocks per multiprocessor, else 8
-                // (four per multiprocessor). The choice depends on N only, never on M.
+                // One block per multiprocessor, each owning whole n-tiles of 8 rows of w
+                // (kernels/projection.cu); the plan picks the variant (rows of a resident or
+                // staged), the stage width and the ring depth. The arithmetic depends on K only.
                 let tiles = p.n.div_ceil(8);
-                let wide = tiles <= 2 * self.dev.info.sm_count as usize;
-                let grid = (tiles as u32, p.m.div_ceil(16) as u32, 1);
-                let name = match (p.m > 8, wide) {
-                    (false, true) => "mhc_projection_m8_w16",
-                    (true, true) => "mhc_projection_m16_w16",
-                    (false, false) => "mhc_projection_m8_w8",
-                    (true, false) => "mhc_projection_m16_w8",
-                };
+                let blocks = tiles.min(self.dev.info.sm_count as usize);
+                let grid = (blocks as u32, p.m.div_ceil(16) as u32, 1);
+                let pp = plan::projection_plan(
+                    p.m,
+                    p.k,
+                    self.dev.max_dynamic_smem("mhc_projection_m16")? as usize,
+                    plan::projection_override()?,
+                )?;
                 return unsafe {
-                    self.run(
-                        name,
+                    self.run_ex(
+                        pp.kernel,
                         grid,
-                        if wide { 512 } else { 256 },
+                        256,
+                        pp.smem,
+                        // w is read before the kernel waits for the previous one (a weight).
+                        self.pdl.get(),
                         stream,
                         &[
                             P(p.a),
@@ -826,6 +847,8 @@ impl CudaEngine {
                             I(p.m as i32),
                             I(p.n as i32),
                             I(p.k as i32),
+                            I(pp.kpw as i32),
+                            I(pp.nst as i32),
                         ],
                         kernels,
                     )

@@ -71,10 +71,9 @@ pub const PROJECTION: KernelModule = KernelModule {
     name: "projection",
     source: include_str!("kernels/projection.cu"),
     functions: &[
-        "mhc_projection_m8_w16",
-        "mhc_projection_m16_w16",
-        "mhc_projection_m8_w8",
-        "mhc_projection_m16_w8",
+        "mhc_projection_m4",
+        "mhc_projection_m8",
+        "mhc_projection_m16",
     ],
 };
 

@@ -209,6 +209,91 @@ pub fn workspace_need(shape: KernelShape, t: usize, p: &SeamPlan) -> (usize, usi
     )
 }
 
+/// The compressor projection's launch (kernels/projection.cu): which variant, how many k-blocks
+/// each warp takes per stage (`kpw`: the stage is `kpw * 1024` columns of 8 rows of w, one bulk
+/// copy per row), how many ring slots (`nst`), and the dynamic shared memory. Every plan computes
+/// the same bits (the k order depends on K only), so it is chosen for speed alone;
+/// `MHC_PROJ_PLAN=kpw,nst` overrides the heuristic (for tuning).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProjPlan {
+    pub kernel: &'static str,
+    pub kpw: u32,
+    pub nst: u32,
+    pub smem: u32,
+}
+
+/// Most ring slots (PMAXST in kernels/projection.cu).
+const PROJ_MAX_SLOTS: usize = 8;
+/// Widest stage the heuristic picks, in k-blocks per warp (copies of up to 16 KB per row).
+const PROJ_MAX_KPW: usize = 8;
+
+/// The projection plan for `m` rows of a and `k` columns, within `budget` bytes of dynamic shared
+/// memory. Rows of a stay resident (the whole K) at m <= 8 when they fit beside a ring of two
+/// one-k-block stages; otherwise they travel with each stage (the 16-row variant). The stage is
+/// as wide as the ring allows with two slots, up to 8 k-blocks per warp and never wider than K:
+/// on the H200 the copy count, not the ring depth, bounded the throughput (PERF_NOTES.md).
+pub fn projection_plan(
+    m: usize,
+    k: usize,
+    budget: usize,
+    forced: Option<(u32, u32)>,
+) -> Result<ProjPlan> {
+    let row = |kpw: usize| kpw * 2048 + 64;
+    let (mut kernel, mut ar, mut res) = match m {
+        0..=4 => ("mhc_projection_m4", 4, true),
+        5..=8 => ("mhc_projection_m8", 8, true),
+        _ => ("mhc_projection_m16", 16, false),
+    };
+    let a_res = |ar: usize| ar * (2 * k + 64);
+    if res && a_res(ar) + 2 * 8 * row(1) > budget {
+        (kernel, ar, res) = ("mhc_projection_m16", 16, false);
+    }
+    let slot = |kpw: usize| (8 + if res { 0 } else { ar }) * row(kpw);
+    let avail = budget.saturating_sub(if res { a_res(ar) } else { 0 });
+    let (kpw, nst) = match forced {
+        Some((kpw, nst)) => (kpw as usize, nst as usize),
+        None => {
+            let widest = k.div_ceil(1024).clamp(1, PROJ_MAX_KPW);
+            let kpw = (1..=widest)
+                .rev()
+                .find(|&kpw| avail / slot(kpw) >= 2)
+                .unwrap_or(1);
+            (kpw, (avail / slot(kpw)).min(PROJ_MAX_SLOTS))
+        }
+    };
+    if kpw == 0 || !(2..=PROJ_MAX_SLOTS).contains(&nst) || nst * slot(kpw) > avail {
+        return Err(Error::Unsupported(format!(
+            "projection plan kpw={kpw}, nst={nst} at M={m}, K={k}: needs 1 <= kpw, 2 <= nst <= {PROJ_MAX_SLOTS} and {} bytes of shared memory ({} available)",
+            nst * slot(kpw.max(1)) + if res { a_res(ar) } else { 0 },
+            budget
+        )));
+    }
+    Ok(ProjPlan {
+        kernel,
+        kpw: kpw as u32,
+        nst: nst as u32,
+        smem: (nst * slot(kpw) + if res { a_res(ar) } else { 0 }) as u32,
+    })
+}
+
+/// `MHC_PROJ_PLAN=kpw,nst`, if set.
+pub fn projection_override() -> Result<Option<(u32, u32)>> {
+    let Ok(s) = std::env::var("MHC_PROJ_PLAN") else {
+        return Ok(None);
+    };
+    let v: Vec<u32> = s
+        .split(',')
+        .map(|x| x.trim().parse::<u32>())
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|_| Error::Invalid(format!("MHC_PROJ_PLAN `{s}`: expected kpw,nst")))?;
+    match v.as_slice() {
+        &[kpw, nst] => Ok(Some((kpw, nst))),
+        _ => Err(Error::Invalid(format!(
+            "MHC_PROJ_PLAN `{s}`: expected kpw,nst"
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,5 +320,42 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn projection_plans_fit_and_keep_a_ring() {
+        let budget = 227 * 1024 - 4200;
+        for m in [1, 3, 4, 5, 8, 9, 16, 17, 100] {
+            for k in [8, 1000, 4096, 4104, 5120, 7168, 16384, 65536] {
+                let p = projection_plan(m, k, budget, None).unwrap();
+                assert!(p.smem as usize <= budget, "{m} {k} {p:?}");
+                assert!((2..=8).contains(&p.nst) && p.kpw >= 1, "{m} {k} {p:?}");
+                // Rows of a up to 16 in the 16-row variant, to 4 or 8 in the resident ones.
+                let rows = match p.kernel {
+                    "mhc_projection_m4" => 4,
+                    "mhc_projection_m8" => 8,
+                    _ => 16,
+                };
+                assert!(m.min(16) <= rows, "{m} {k} {p:?}");
+            }
+        }
+        // The decode shapes keep a resident and stream w in copies of 8 KB or more.
+        for k in [4096, 5120, 7168] {
+            let p = projection_plan(4, k, budget, None).unwrap();
+            assert_eq!(p.kernel, "mhc_projection_m4");
+            assert!(p.kpw >= 4 && p.nst >= 2, "{k} {p:?}");
+        }
+        // Very long rows of a no longer fit beside the ring: they travel with the stages.
+        assert_eq!(
+            projection_plan(2, 65536, budget, None).unwrap().kernel,
+            "mhc_projection_m16"
+        );
+        // A forced plan that does not fit is an error, not a silent change.
+        assert!(projection_plan(1, 4096, budget, Some((8, 8))).is_err());
+        assert!(projection_plan(1, 4096, budget, Some((1, 1))).is_err());
+        assert_eq!(
+            projection_plan(1, 4096, budget, Some((1, 4))).unwrap().nst,
+            4
+        );
     }
 }

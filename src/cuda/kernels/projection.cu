@@ -1,103 +1,206 @@
 // The compressor projection y[M,N] = a[M,K] . w[N,K]^T with bf16 inputs and f32 output
 // (SPEC section 7). At decode M is 1..16 and the op is one pass over w, so the kernel is built to
-// keep many bytes of w in flight on every multiprocessor:
+// keep the memory system busy from the first cycle of the call to the last:
 //
-// - a block owns one n-tile of 8 rows of w and all of K; its NW warps split K into k-blocks of
-//   128 (k-block kb goes to warp kb % NW), so a small N still spreads over every multiprocessor.
-//   NW is 16 when the n-tiles fit in one wave of two blocks per multiprocessor, else 8 (four
-//   blocks per multiprocessor): a second, partial wave would leave most multiprocessors idle;
-// - per k-block, lane (g, q) streams 64 contiguous bytes of w row n0+g (four 16-byte loads, all
-//   issued before any arithmetic) and the matching 16-byte vectors of a rows g and g+8;
-// - the products run on bf16 tensor cores (mma m16n8k16, f32 accumulation): a bf16 x bf16 product
-//   is exact in f32, as on CUDA cores, and a warp covers up to 16 rows of a at no extra cost.
-//   The k order inside an MMA is a fixed permutation applied to both operands (the four lanes of
-//   a quad take 32-element runs, so every load is a whole 16-byte vector);
-// - the warps' partial tiles are summed in warp order through shared memory.
+// - one block per multiprocessor (gridDim.x = min(SMs, n-tiles)); block b owns the contiguous
+//   n-tiles [b*NT/G, (b+1)*NT/G) of 8 rows of w each, and all of K for them. Its work is a
+//   sequence of stages (tile, kpw * 1024 columns) that travel through a ring of nst
+//   shared-memory slots, filled nst-1 stages ahead of use by bulk copies (the TMA unit), one
+//   copy per row of w, issued by lane 0 of warp r for row r and completed on the slot's
+//   mbarrier. On the H200 the time per copy, not the bytes, bounded the first versions: larger
+//   copies (kpw) and one issuing warp per row are what feed the memory system (PERF_NOTES.md);
+// - at M <= 8 (RES) the block's rows of a are copied once, whole, after pdl_wait() and stay
+//   resident; past that they travel with each stage;
+// - w is a weight: a block requests its first nst-1 stages of w *before* pdl_wait(), so under
+//   programmatic dependent launch the next call's blocks start streaming w as soon as they land
+//   on a multiprocessor this call has left. The block triggers its dependents at once;
+// - per stage, warp wp computes k-blocks (of PKB columns) kb = wp mod PNW: lane (g, q) reads four
+//   16-byte vectors of w row g (k = 8q + 32v, v = 0..3, within the k-block) and the same vectors
+//   of a rows g and g+8, and runs the products on bf16 tensor cores (mma m16n8k16, f32
+//   accumulation; a bf16 x bf16 product is exact in f32). The k order inside an MMA is a fixed
+//   permutation applied to both operands. Staged rows are padded by 64 bytes so that the two rows
+//   of a quarter-warp's 16-byte loads fall in different banks;
+// - after a tile's last stage the warps' partial tiles are summed in warp order through shared
+//   memory and stored.
 //
-// Row m's result depends only on row m of a, w and K: the k-blocks, the MMA sequence and the
-// warp order are fixed by K, never by M or by m's position, so the result is deterministic and
-// batch-invariant. Rows 8..15 of the MMA are loaded only when the row block has more than 8 rows
-// (BIG); the arithmetic of rows 0..7 is the same in both variants. M > 16 runs as several row
-// blocks of 16 (gridDim.y).
+// Row m's result depends only on row m of a, w and K: a warp's k-blocks (kb = wp mod PNW, in
+// ascending order), the MMA sequence and the warp order are fixed by K, never by M, m's position,
+// N, the tile's block, the stage width or the ring depth, so the result is deterministic and
+// batch-invariant. The variants differ only in how many rows of a they stage (4, 8 or 16; rows
+// past M are never read and enter the MMA as zeros) and where; an MMA row's result does not
+// depend on the other rows. M > 16 runs as several row blocks of 16 (gridDim.y).
 
-#define PMAX 16  // rows of a per row block (the MMA's M)
-#define PKB 128  // k per warp step
+#define PMAX 16   // rows of a per row block (the MMA's M)
+#define PKB 128   // columns per k-block
+#define PNW 8     // warps per block
+#define PMAXST 8  // most ring slots
 
-// 16 bytes of w, read once: not kept in L1.
-__device__ __forceinline__ uint4 ld_stream4(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
+// Bulk copies global -> shared completed on an mbarrier (sm_90).
+__device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(unsigned long long* bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+// One arrival that also announces `bytes` of bulk copies for the barrier's current phase.
+__device__ __forceinline__ void mbar_expect_tx(unsigned long long* bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, u32 parity) {
+  u32 done;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(smem_u32(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, u32 bytes, unsigned long long* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   smem_u32(dst)),
+               "l"(src), "r"(bytes), "r"(smem_u32(bar))
+               : "memory");
 }
 
-template <bool BIG, int NW>
+template <int AR, bool RES>
 __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
-                                          float* __restrict__ y, int M, int N, int K) {
+                                          float* __restrict__ y, int M, int N, int K, int kpw, int nst) {
+  constexpr bool BIG = AR > 8;
+  extern __shared__ __align__(128) unsigned char psm[];
+  __shared__ float part[PNW][PMAX][8];
+  __shared__ unsigned long long bars[PMAXST + 1];  // ring slots, then the resident a
+  pdl_trigger();
   const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
   const int g = lane >> 2, q = lane & 3;
-  const int n0 = blockIdx.x * 8;
-  const int m0 = blockIdx.y * PMAX;
-  const int mrows = min(PMAX, M - m0);
-  const bool nok = n0 + g < N;
-  const bool a0ok = g < mrows, a1ok = BIG && g + 8 < mrows;
-  const bf16_t* wr = w + (size_t)(nok ? n0 + g : 0) * K;
-  const bf16_t* ar0 = a + (size_t)(m0 + (a0ok ? g : 0)) * K;
-  const bf16_t* ar1 = a + (size_t)(m0 + (a1ok ? g + 8 : 0)) * K;
-  const uint4 z = make_uint4(0, 0, 0, 0);
+  const int pkc = kpw * PNW * PKB;              // columns per stage
+  const int wrow = 2 * pkc + 64;                // a staged row of w (bytes, padded)
+  const int arow = RES ? 2 * K + 64 : wrow;     // a staged row of a
+  const int sw = 8 * wrow;                      // w part of a slot
+  const int ss = sw + (RES ? 0 : AR * arow);    // a slot
+  unsigned char* const ares = psm + nst * ss;   // the resident a (RES)
+  const int nt = (N + 7) / 8;
+  const int t0 = (int)((long long)blockIdx.x * nt / gridDim.x);
+  const int t1 = (int)((long long)(blockIdx.x + 1) * nt / gridDim.x);
+  const int nch = (K + pkc - 1) / pkc;  // stages per tile
   const int nkb = (K + PKB - 1) / PKB;
+  const int nq = (t1 - t0) * nch;       // stages of this block
+  if (nq == 0) return;
+  const int m0 = blockIdx.y * PMAX;
+  const int mrows = min(AR, M - m0);
+  if (threadIdx.x == 0) {
+    // A slot's phase completes on the w copies' arrival (and the a copies' one, !RES).
+    for (int s = 0; s < nst; ++s) mbar_init(&bars[s], RES ? 1 : 2);
+    mbar_init(&bars[PMAXST], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
 
-  float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  for (int kb = warp; kb < nkb; kb += NW) {
-    uint4 wv[4], av0[4], av1[4];
-#pragma unroll
-    for (int v = 0; v < 4; ++v) {
-      const int k = kb * PKB + 32 * q + 8 * v;
-      const bool kok = k < K;
-      wv[v] = (kok && nok) ? ld_stream4(wr + k) : z;
-      av0[v] = (kok && a0ok) ? __ldg((const uint4*)(ar0 + k)) : z;
-      av1[v] = (kok && a1ok) ? __ldg((const uint4*)(ar1 + k)) : z;
-    }
-#pragma unroll
-    for (int v = 0; v < 4; ++v) {
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const u32 af[4] = {word(av0[v], 2 * u), word(av1[v], 2 * u), word(av0[v], 2 * u + 1),
-                           word(av1[v], 2 * u + 1)};
-        const u32 bf[2] = {word(wv[v], 2 * u), word(wv[v], 2 * u + 1)};
-        mma_bf16(d, af, bf);
-      }
-    }
+  // Stage j: tile t0 + j / nch, columns (j % nch) * pkc ..., in slot j % nst. Rows of w past N
+  // and of a past M are not copied; columns past K are not copied either, and the compute masks
+  // them, so no stale value enters an MMA.
+  auto issue_w = [&](int j) {
+    if (j >= nq) return;
+    const int n0 = (t0 + j / nch) * 8, k0 = (j % nch) * pkc;
+    const int rows = min(8, N - n0);
+    const u32 bytes = 2u * (u32)min(pkc, K - k0);
+    unsigned long long* bar = &bars[j % nst];
+    if (threadIdx.x == 0) mbar_expect_tx(bar, bytes * rows);
+    if (lane == 0 && warp < rows)
+      bulk_copy(psm + (j % nst) * ss + warp * wrow, w + (size_t)(n0 + warp) * K + k0, bytes, bar);
+  };
+  auto issue_a = [&](int j) {  // !RES
+    if (j >= nq) return;
+    const int k0 = (j % nch) * pkc;
+    const u32 bytes = 2u * (u32)min(pkc, K - k0);
+    unsigned long long* bar = &bars[j % nst];
+    if (threadIdx.x == 0) mbar_expect_tx(bar, bytes * mrows);
+    if (lane == 1)
+      for (int r = warp; r < mrows; r += PNW)
+        bulk_copy(psm + (j % nst) * ss + sw + r * arow, a + (size_t)(m0 + r) * K + k0, bytes, bar);
+  };
+#pragma unroll 1
+  for (int j = 0; j < nst - 1; ++j) issue_w(j);
+
+  pdl_wait();  // a may be the previous kernel's output; y may still be read by it
+
+  if (RES) {
+    if (threadIdx.x == 0) mbar_expect_tx(&bars[PMAXST], 2u * (u32)K * mrows);
+    if (lane == 1)
+      for (int r = warp; r < mrows; r += PNW)
+        bulk_copy(ares + r * arow, a + (size_t)(m0 + r) * K, 2u * (u32)K, &bars[PMAXST]);
+    mbar_wait(&bars[PMAXST], 0);
+  } else {
+#pragma unroll 1
+    for (int j = 0; j < nst - 1; ++j) issue_a(j);
   }
 
-  // Partial tiles in shared memory, summed in warp order. d[0..1]: row g, columns 2q, 2q+1;
-  // d[2..3]: row g + 8.
-  __shared__ float part[NW][PMAX][8];
-  part[warp][g][2 * q] = d[0];
-  part[warp][g][2 * q + 1] = d[1];
-  part[warp][g + 8][2 * q] = d[2];
-  part[warp][g + 8][2 * q + 1] = d[3];
-  __syncthreads();
-  if (threadIdx.x < PMAX * 8) {
-    const int r = threadIdx.x / 8, c = threadIdx.x % 8;
-    const int n = n0 + c;
-    if (r < mrows && n < N) {
-      float s = part[0][r][c];
+  const bool a0ok = g < mrows, a1ok = BIG && g + 8 < mrows;
+  const uint4 z = make_uint4(0, 0, 0, 0);
+  float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 1
+  for (int j = 0; j < nq; ++j) {
+    mbar_wait(&bars[j % nst], (u32)(j / nst) & 1u);
+    __syncthreads();  // every thread is past stage j - 1: its slot may be refilled
+    issue_w(j + nst - 1);
+    if (!RES) issue_a(j + nst - 1);
+    const int c = j % nch;
+    const unsigned char* slot = psm + (j % nst) * ss;
+#pragma unroll 1
+    for (int h = 0; h < kpw; ++h) {
+      const int kb = (c * kpw + h) * PNW + warp;
+      if (kb >= nkb) break;
+      const unsigned char* sw_ = slot + g * wrow + (h * PNW + warp) * (2 * PKB) + 16 * q;
+      const unsigned char* sa_ =
+          RES ? ares + g * arow + kb * (2 * PKB) + 16 * q : slot + sw + g * arow + (h * PNW + warp) * (2 * PKB) + 16 * q;
+      uint4 wv[4], av0[4], av1[4];
 #pragma unroll
-      for (int i = 1; i < NW; ++i) s += part[i][r][c];
-      y[(size_t)(m0 + r) * N + n] = s;
+      for (int v = 0; v < 4; ++v) {
+        const bool kok = kb * PKB + 8 * q + 32 * v < K;
+        wv[v] = kok ? *(const uint4*)(sw_ + 64 * v) : z;
+        av0[v] = kok && a0ok ? *(const uint4*)(sa_ + 64 * v) : z;
+        if (BIG) av1[v] = kok && a1ok ? *(const uint4*)(sa_ + 8 * arow + 64 * v) : z;
+      }
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const u32 af[4] = {word(av0[v], 2 * u), BIG ? word(av1[v], 2 * u) : 0u, word(av0[v], 2 * u + 1),
+                             BIG ? word(av1[v], 2 * u + 1) : 0u};
+          const u32 bf[2] = {word(wv[v], 2 * u), word(wv[v], 2 * u + 1)};
+          mma_bf16(d, af, bf);
+        }
+      }
+    }
+    if (c == nch - 1) {
+      // The tile's partials, summed in warp order. d[0..1]: row g, columns 2q, 2q+1; d[2..3]:
+      // row g + 8. The next write to `part` follows the next stage's barrier.
+      const int n0 = (t0 + j / nch) * 8;
+      part[warp][g][2 * q] = d[0];
+      part[warp][g][2 * q + 1] = d[1];
+      part[warp][g + 8][2 * q] = d[2];
+      part[warp][g + 8][2 * q + 1] = d[3];
+      __syncthreads();
+      if (threadIdx.x < PMAX * 8) {
+        const int r = threadIdx.x / 8, cc = threadIdx.x % 8;
+        const int n = n0 + cc;
+        if (r < mrows && n < N) {
+          float s = part[0][r][cc];
+#pragma unroll
+          for (int i = 1; i < PNW; ++i) s += part[i][r][cc];
+          y[(size_t)(m0 + r) * N + n] = s;
+        }
+      }
+      d[0] = d[1] = d[2] = d[3] = 0.0f;
     }
   }
 }
 
-// Row blocks of up to 8 rows (decode) and of up to 16; 16 or 8 warps per block.
-#define PROJ_KERNEL(name, BIG, NW, MINB)                                                              \
-  extern "C" __global__ void __launch_bounds__(NW * WARP, MINB) name(const bf16_t* a, const bf16_t* w, \
-                                                                      float* y, int M, int N, int K) { \
-    proj_body<BIG, NW>(a, w, y, M, N, K);                                                          \
+// (rows of a, resident a). The launch gives the stage width (kpw k-blocks per warp) and the ring
+// depth (nst <= PMAXST) with the dynamic shared memory they need (engine.rs, `projection_plan`).
+#define PROJ_KERNEL(name, AR, RES)                                                                    \
+  extern "C" __global__ void __launch_bounds__(PNW * WARP, 1)                                         \
+      name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst) {       \
+    proj_body<AR, RES>(a, w, y, M, N, K, kpw, nst);                                                   \
   }
-PROJ_KERNEL(mhc_projection_m8_w16, false, 16, 2)
-PROJ_KERNEL(mhc_projection_m16_w16, true, 16, 2)
-PROJ_KERNEL(mhc_projection_m8_w8, false, 8, 4)
-PROJ_KERNEL(mhc_projection_m16_w8, true, 8, 4)
+PROJ_KERNEL(mhc_projection_m4, 4, true)
+PROJ_KERNEL(mhc_projection_m8, 8, true)
+PROJ_KERNEL(mhc_projection_m16, 16, false)
