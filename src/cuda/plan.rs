@@ -219,10 +219,6 @@ pub struct ProjPlan {
     pub kernel: &'static str,
     pub kpw: u32,
     pub nst: u32,
-    /// Rows of w per n-tile (8, or 4 where that shortens the busiest block's share of N).
-    pub tr: u32,
-    /// Blocks along N.
-    pub blocks: u32,
     pub smem: u32,
 }
 
@@ -231,25 +227,18 @@ const PROJ_MAX_SLOTS: usize = 8;
 /// Widest stage the heuristic picks, in k-blocks per warp (copies of up to 16 KB per row).
 const PROJ_MAX_KPW: usize = 8;
 
-/// The projection plan for `m` rows of a, `n` rows of w and `k` columns on `sms` multiprocessors,
-/// within `budget` bytes of dynamic shared memory. One block per multiprocessor owns whole
-/// n-tiles; tiles of 4 rows instead of 8 where that lowers the most rows a block owns (N = 2560 on
-/// 132 SMs: 20 rows instead of 24). Rows of a stay resident (the whole K) at m <= 8 when they fit beside a ring of two
+/// The projection plan for `m` rows of a and `k` columns, within `budget` bytes of dynamic shared
+/// memory. Rows of a stay resident (the whole K) at m <= 8 when they fit beside a ring of two
 /// one-k-block stages; otherwise they travel with each stage (the 16-row variant). The stage is
 /// as wide as the ring allows with two slots, up to 8 k-blocks per warp and never wider than K:
 /// on the H200 the copy count, not the ring depth, bounded the throughput (PERF_NOTES.md).
 pub fn projection_plan(
     m: usize,
-    n: usize,
     k: usize,
-    sms: usize,
     budget: usize,
     forced: Option<(u32, u32)>,
 ) -> Result<ProjPlan> {
     let row = |kpw: usize| kpw * 2048 + 64;
-    let busiest = |tr: usize| n.div_ceil(tr).div_ceil(sms.max(1)) * tr;
-    let tr = if busiest(4) < busiest(8) { 4 } else { 8 };
-    let blocks = n.div_ceil(tr).clamp(1, sms.max(1));
     let (mut kernel, mut ar, mut res) = match m {
         0..=4 => ("mhc_projection_m4", 4, true),
         5..=8 => ("mhc_projection_m8", 8, true),
@@ -259,7 +248,7 @@ pub fn projection_plan(
     if res && a_res(ar) + 2 * 8 * row(1) > budget {
         (kernel, ar, res) = ("mhc_projection_m16", 16, false);
     }
-    let slot = |kpw: usize| (tr + if res { 0 } else { ar }) * row(kpw);
+    let slot = |kpw: usize| (8 + if res { 0 } else { ar }) * row(kpw);
     let avail = budget.saturating_sub(if res { a_res(ar) } else { 0 });
     let (kpw, nst) = match forced {
         Some((kpw, nst)) => (kpw as usize, nst as usize),
@@ -283,8 +272,6 @@ pub fn projection_plan(
         kernel,
         kpw: kpw as u32,
         nst: nst as u32,
-        tr: tr as u32,
-        blocks: blocks as u32,
         smem: (nst * slot(kpw) + if res { a_res(ar) } else { 0 }) as u32,
     })
 }
@@ -340,7 +327,7 @@ mod tests {
         let budget = 227 * 1024 - 4200;
         for m in [1, 3, 4, 5, 8, 9, 16, 17, 100] {
             for k in [8, 1000, 4096, 4104, 5120, 7168, 16384, 65536] {
-                let p = projection_plan(m, 2560, k, 132, budget, None).unwrap();
+                let p = projection_plan(m, k, budget, None).unwrap();
                 assert!(p.smem as usize <= budget, "{m} {k} {p:?}");
                 assert!((2..=8).contains(&p.nst) && p.kpw >= 1, "{m} {k} {p:?}");
                 // Rows of a up to 16 in the 16-row variant, to 4 or 8 in the resident ones.
@@ -354,37 +341,21 @@ mod tests {
         }
         // The decode shapes keep a resident and stream w in copies of 8 KB or more.
         for k in [4096, 5120, 7168] {
-            let p = projection_plan(4, 2048, k, 132, budget, None).unwrap();
+            let p = projection_plan(4, k, budget, None).unwrap();
             assert_eq!(p.kernel, "mhc_projection_m4");
             assert!(p.kpw >= 4 && p.nst >= 2, "{k} {p:?}");
         }
         // Very long rows of a no longer fit beside the ring: they travel with the stages.
         assert_eq!(
-            projection_plan(2, 1024, 65536, 132, budget, None)
-                .unwrap()
-                .kernel,
+            projection_plan(2, 65536, budget, None).unwrap().kernel,
             "mhc_projection_m16"
         );
         // A forced plan that does not fit is an error, not a silent change.
-        assert!(projection_plan(1, 1024, 4096, 132, budget, Some((8, 8))).is_err());
-        assert!(projection_plan(1, 1024, 4096, 132, budget, Some((1, 1))).is_err());
+        assert!(projection_plan(1, 4096, budget, Some((8, 8))).is_err());
+        assert!(projection_plan(1, 4096, budget, Some((1, 1))).is_err());
         assert_eq!(
-            projection_plan(1, 1024, 4096, 132, budget, Some((1, 4)))
-                .unwrap()
-                .nst,
+            projection_plan(1, 4096, budget, Some((1, 4))).unwrap().nst,
             4
         );
-        // Tile height: 4 rows where it shortens the busiest block (N = 2560 on 132 SMs), else 8;
-        // one block per multiprocessor at most.
-        for (n, tr, blocks) in [
-            (1024, 8, 128),
-            (2048, 8, 132),
-            (2560, 4, 132),
-            (100, 4, 25),
-            (8, 4, 2),
-        ] {
-            let p = projection_plan(1, n, 4096, 132, budget, None).unwrap();
-            assert_eq!((p.tr, p.blocks), (tr, blocks), "N={n}");
-        }
     }
 }

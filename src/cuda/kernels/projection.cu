@@ -3,8 +3,7 @@
 // keep the memory system busy from the first cycle of the call to the last:
 //
 // - one block per multiprocessor (gridDim.x = min(SMs, n-tiles)); block b owns the contiguous
-//   n-tiles [b*NT/G, (b+1)*NT/G) of tr rows of w each (8, or 4 where that spreads N more evenly
-//   over the blocks; the MMA's columns past tr are zeros), and all of K for them. Its work is a
+//   n-tiles [b*NT/G, (b+1)*NT/G) of 8 rows of w each, and all of K for them. Its work is a
 //   sequence of stages (tile, kpw * 1024 columns) that travel through a ring of nst
 //   shared-memory slots, filled nst-1 stages ahead of use by bulk copies (the TMA unit), one
 //   copy per row of w, issued by lane 0 of warp r for row r and completed on the slot's
@@ -26,7 +25,7 @@
 //
 // Row m's result depends only on row m of a, w and K: a warp's k-blocks (kb = wp mod PNW, in
 // ascending order), the MMA sequence and the warp order are fixed by K, never by M, m's position,
-// N, the tile's block or height, the stage width or the ring depth, so the result is deterministic and
+// N, the tile's block, the stage width or the ring depth, so the result is deterministic and
 // batch-invariant. The variants differ only in how many rows of a they stage (4, 8 or 16; rows
 // past M are never read and enter the MMA as zeros) and where; an MMA row's result does not
 // depend on the other rows. M > 16 runs as several row blocks of 16 (gridDim.y).
@@ -64,8 +63,7 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, u32 bytes,
 
 template <int AR, bool RES>
 __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
-                                          float* __restrict__ y, int M, int N, int K, int kpw, int nst,
-                                          int tr) {
+                                          float* __restrict__ y, int M, int N, int K, int kpw, int nst) {
   constexpr bool BIG = AR > 8;
   extern __shared__ __align__(128) unsigned char psm[];
   __shared__ float part[PNW][PMAX][8];
@@ -76,10 +74,10 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
   const int pkc = kpw * PNW * PKB;              // columns per stage
   const int wrow = 2 * pkc + 64;                // a staged row of w (bytes, padded)
   const int arow = RES ? 2 * K + 64 : wrow;     // a staged row of a
-  const int sw = tr * wrow;                     // w part of a slot
+  const int sw = 8 * wrow;                      // w part of a slot
   const int ss = sw + (RES ? 0 : AR * arow);    // a slot
   unsigned char* const ares = psm + nst * ss;   // the resident a (RES)
-  const int nt = (N + tr - 1) / tr;
+  const int nt = (N + 7) / 8;
   const int t0 = (int)((long long)blockIdx.x * nt / gridDim.x);
   const int t1 = (int)((long long)(blockIdx.x + 1) * nt / gridDim.x);
   const int nch = (K + pkc - 1) / pkc;  // stages per tile
@@ -101,8 +99,8 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
   // them, so no stale value enters an MMA.
   auto issue_w = [&](int j) {
     if (j >= nq) return;
-    const int n0 = (t0 + j / nch) * tr, k0 = (j % nch) * pkc;
-    const int rows = min(tr, N - n0);
+    const int n0 = (t0 + j / nch) * 8, k0 = (j % nch) * pkc;
+    const int rows = min(8, N - n0);
     const u32 bytes = 2u * (u32)min(pkc, K - k0);
     unsigned long long* bar = &bars[j % nst];
     if (threadIdx.x == 0) mbar_expect_tx(bar, bytes * rows);
@@ -157,7 +155,7 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
 #pragma unroll
       for (int v = 0; v < 4; ++v) {
         const bool kok = kb * PKB + 8 * q + 32 * v < K;
-        wv[v] = kok && g < tr ? *(const uint4*)(sw_ + 64 * v) : z;
+        wv[v] = kok ? *(const uint4*)(sw_ + 64 * v) : z;
         av0[v] = kok && a0ok ? *(const uint4*)(sa_ + 64 * v) : z;
         if (BIG) av1[v] = kok && a1ok ? *(const uint4*)(sa_ + 8 * arow + 64 * v) : z;
       }
@@ -175,7 +173,7 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
     if (c == nch - 1) {
       // The tile's partials, summed in warp order. d[0..1]: row g, columns 2q, 2q+1; d[2..3]:
       // row g + 8. The next write to `part` follows the next stage's barrier.
-      const int n0 = (t0 + j / nch) * tr;
+      const int n0 = (t0 + j / nch) * 8;
       part[warp][g][2 * q] = d[0];
       part[warp][g][2 * q + 1] = d[1];
       part[warp][g + 8][2 * q] = d[2];
@@ -184,7 +182,7 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
       if (threadIdx.x < PMAX * 8) {
         const int r = threadIdx.x / 8, cc = threadIdx.x % 8;
         const int n = n0 + cc;
-        if (r < mrows && cc < tr && n < N) {
+        if (r < mrows && n < N) {
           float s = part[0][r][cc];
 #pragma unroll
           for (int i = 1; i < PNW; ++i) s += part[i][r][cc];
@@ -196,13 +194,12 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
   }
 }
 
-// (rows of a, resident a). The launch gives the stage width (kpw k-blocks per warp), the ring
-// depth (nst <= PMAXST) and the tile height (tr = 8 or 4) with the dynamic shared memory they need
-// (plan.rs, `projection_plan`). None of them changes a bit of the result.
+// (rows of a, resident a). The launch gives the stage width (kpw k-blocks per warp) and the ring
+// depth (nst <= PMAXST) with the dynamic shared memory they need (engine.rs, `projection_plan`).
 #define PROJ_KERNEL(name, AR, RES)                                                                    \
   extern "C" __global__ void __launch_bounds__(PNW * WARP, 1)                                         \
-      name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst, int tr) { \
-    proj_body<AR, RES>(a, w, y, M, N, K, kpw, nst, tr);                                               \
+      name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst) {       \
+    proj_body<AR, RES>(a, w, y, M, N, K, kpw, nst);                                                   \
   }
 PROJ_KERNEL(mhc_projection_m4, 4, true)
 PROJ_KERNEL(mhc_projection_m8, 8, true)
