@@ -79,21 +79,25 @@ fn default_shape(t: usize) -> (u32, u32, u32, bool) {
     }
 }
 
-fn parse_override() -> Result<Option<(u32, u32, u32, u32)>> {
-    let Ok(s) = std::env::var("MHC_PLAN") else {
+/// An environment override of `n` comma-separated integers (`what` names them), if set.
+fn env_numbers(name: &str, what: &str, n: usize) -> Result<Option<Vec<u32>>> {
+    let Ok(s) = std::env::var(name) else {
         return Ok(None);
     };
+    let bad = || Error::Invalid(format!("{name} `{s}`: expected {what}"));
     let v: Vec<u32> = s
         .split(',')
         .map(|x| x.trim().parse::<u32>())
         .collect::<std::result::Result<_, _>>()
-        .map_err(|_| Error::Invalid(format!("MHC_PLAN `{s}`: expected W,warps,tt,gridy")))?;
-    match v.as_slice() {
-        &[w, warps, tt, gy] => Ok(Some((w, warps, tt, gy))),
-        _ => Err(Error::Invalid(format!(
-            "MHC_PLAN `{s}`: expected W,warps,tt,gridy"
-        ))),
+        .map_err(|_| bad())?;
+    if v.len() != n {
+        return Err(bad());
     }
+    Ok(Some(v))
+}
+
+fn parse_override() -> Result<Option<(u32, u32, u32, u32)>> {
+    Ok(env_numbers("MHC_PLAN", "W,warps,tt,gridy", 4)?.map(|v| (v[0], v[1], v[2], v[3])))
 }
 
 /// A forced launch shape (W, warps, tt, gridy; gridy 0: one block row per tile), as in
@@ -278,20 +282,7 @@ pub fn projection_plan(
 
 /// `MHC_PROJ_PLAN=kpw,nst`, if set.
 pub fn projection_override() -> Result<Option<(u32, u32)>> {
-    let Ok(s) = std::env::var("MHC_PROJ_PLAN") else {
-        return Ok(None);
-    };
-    let v: Vec<u32> = s
-        .split(',')
-        .map(|x| x.trim().parse::<u32>())
-        .collect::<std::result::Result<_, _>>()
-        .map_err(|_| Error::Invalid(format!("MHC_PROJ_PLAN `{s}`: expected kpw,nst")))?;
-    match v.as_slice() {
-        &[kpw, nst] => Ok(Some((kpw, nst))),
-        _ => Err(Error::Invalid(format!(
-            "MHC_PROJ_PLAN `{s}`: expected kpw,nst"
-        ))),
-    }
+    Ok(env_numbers("MHC_PROJ_PLAN", "kpw,nst", 2)?.map(|v| (v[0], v[1])))
 }
 
 #[cfg(test)]
