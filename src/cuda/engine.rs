@@ -822,15 +822,15 @@ impl CudaEngine {
                 // One block per multiprocessor, each owning whole n-tiles of 8 rows of w
                 // (kernels/projection.cu); the plan picks the variant (rows of a resident or
                 // staged), the stage width and the ring depth. The arithmetic depends on K only.
+                let tiles = p.n.div_ceil(8);
+                let blocks = tiles.min(self.dev.info.sm_count as usize);
+                let grid = (blocks as u32, p.m.div_ceil(16) as u32, 1);
                 let pp = plan::projection_plan(
                     p.m,
-                    p.n,
                     p.k,
-                    self.dev.info.sm_count as usize,
                     self.dev.max_dynamic_smem("mhc_projection_m16")? as usize,
                     plan::projection_override()?,
                 )?;
-                let grid = (pp.blocks, p.m.div_ceil(16) as u32, 1);
                 return unsafe {
                     self.run_ex(
                         pp.kernel,
@@ -849,7 +849,6 @@ impl CudaEngine {
                             I(p.k as i32),
                             I(pp.kpw as i32),
                             I(pp.nst as i32),
-                            I(pp.tp as i32),
                         ],
                         kernels,
                     )

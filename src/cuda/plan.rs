@@ -217,16 +217,12 @@ pub fn workspace_need(shape: KernelShape, t: usize, p: &SeamPlan) -> (usize, usi
 /// each warp takes per stage (`kpw`: the stage is `kpw * 1024` columns of 8 rows of w, one bulk
 /// copy per row), how many ring slots (`nst`), and the dynamic shared memory. Every plan computes
 /// the same bits (the k order depends on K only), so it is chosen for speed alone;
-/// `MHC_PROJ_PLAN=kpw,nst,tp` overrides the heuristic (for tuning).
+/// `MHC_PROJ_PLAN=kpw,nst` overrides the heuristic (for tuning).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProjPlan {
     pub kernel: &'static str,
     pub kpw: u32,
     pub nst: u32,
-    /// N-tiles (of 8 rows of w) per stage: 2 where blocks own two or more tiles.
-    pub tp: u32,
-    /// Blocks along N (one per multiprocessor at most).
-    pub blocks: u32,
     pub smem: u32,
 }
 
@@ -234,51 +230,18 @@ pub struct ProjPlan {
 const PROJ_MAX_SLOTS: usize = 8;
 /// Widest stage the heuristic picks, in k-blocks per warp (copies of up to 16 KB per row).
 const PROJ_MAX_KPW: usize = 8;
-/// Most n-tiles per stage (PMAXTP).
-const PROJ_MAX_TP: usize = 2;
 
-/// The projection plan for `m` rows of a, `n` rows of w and `k` columns on `sms`
-/// multiprocessors, within `budget` bytes of dynamic shared memory. Blocks that own two or more
-/// n-tiles stream two at a time (16 copies per stage) when that keeps copies of 4 KB or more. Rows of a stay resident (the whole K) at m <= 8 when they fit beside a ring of two
+/// The projection plan for `m` rows of a and `k` columns, within `budget` bytes of dynamic shared
+/// memory. Rows of a stay resident (the whole K) at m <= 8 when they fit beside a ring of two
 /// one-k-block stages; otherwise they travel with each stage (the 16-row variant). The stage is
 /// as wide as the ring allows with two slots, up to 8 k-blocks per warp and never wider than K:
 /// on the H200 the copy count, not the ring depth, bounded the throughput (PERF_NOTES.md).
 pub fn projection_plan(
     m: usize,
-    n: usize,
     k: usize,
-    sms: usize,
-    budget: usize,
-    forced: Option<(u32, u32, u32)>,
-) -> Result<ProjPlan> {
-    let tiles = n.div_ceil(8).max(1);
-    let blocks = tiles.min(sms.max(1));
-    let plan = |tp: usize, forced: Option<(u32, u32)>| plan_ring(m, k, tp, budget, forced);
-    let mut p = match forced {
-        Some((kpw, nst, tp)) => plan(tp as usize, Some((kpw, nst)))?,
-        None if tiles.div_ceil(blocks) >= 2 => match plan(2, None)? {
-            p if p.kpw >= 2 => p,
-            _ => plan(1, None)?,
-        },
-        None => plan(1, None)?,
-    };
-    p.blocks = blocks as u32;
-    Ok(p)
-}
-
-/// The ring for stages of `tp` n-tiles.
-fn plan_ring(
-    m: usize,
-    k: usize,
-    tp: usize,
     budget: usize,
     forced: Option<(u32, u32)>,
 ) -> Result<ProjPlan> {
-    if !(1..=PROJ_MAX_TP).contains(&tp) {
-        return Err(Error::Unsupported(format!(
-            "projection plan tp={tp}: 1 or {PROJ_MAX_TP} n-tiles per stage"
-        )));
-    }
     let row = |kpw: usize| kpw * 2048 + 64;
     let (mut kernel, mut ar, mut res) = match m {
         0..=4 => ("mhc_projection_m4", 4, true),
@@ -289,7 +252,7 @@ fn plan_ring(
     if res && a_res(ar) + 2 * 8 * row(1) > budget {
         (kernel, ar, res) = ("mhc_projection_m16", 16, false);
     }
-    let slot = |kpw: usize| (8 * tp + if res { 0 } else { ar }) * row(kpw);
+    let slot = |kpw: usize| (8 + if res { 0 } else { ar }) * row(kpw);
     let avail = budget.saturating_sub(if res { a_res(ar) } else { 0 });
     let (kpw, nst) = match forced {
         Some((kpw, nst)) => (kpw as usize, nst as usize),
@@ -313,15 +276,13 @@ fn plan_ring(
         kernel,
         kpw: kpw as u32,
         nst: nst as u32,
-        tp: tp as u32,
-        blocks: 0,
         smem: (nst * slot(kpw) + if res { a_res(ar) } else { 0 }) as u32,
     })
 }
 
-/// `MHC_PROJ_PLAN=kpw,nst,tp`, if set.
-pub fn projection_override() -> Result<Option<(u32, u32, u32)>> {
-    Ok(env_numbers("MHC_PROJ_PLAN", "kpw,nst,tp", 3)?.map(|v| (v[0], v[1], v[2])))
+/// `MHC_PROJ_PLAN=kpw,nst`, if set.
+pub fn projection_override() -> Result<Option<(u32, u32)>> {
+    Ok(env_numbers("MHC_PROJ_PLAN", "kpw,nst", 2)?.map(|v| (v[0], v[1])))
 }
 
 #[cfg(test)]
@@ -357,7 +318,7 @@ mod tests {
         let budget = 227 * 1024 - 4200;
         for m in [1, 3, 4, 5, 8, 9, 16, 17, 100] {
             for k in [8, 1000, 4096, 4104, 5120, 7168, 16384, 65536] {
-                let p = projection_plan(m, 1024, k, 132, budget, None).unwrap();
+                let p = projection_plan(m, k, budget, None).unwrap();
                 assert!(p.smem as usize <= budget, "{m} {k} {p:?}");
                 assert!((2..=8).contains(&p.nst) && p.kpw >= 1, "{m} {k} {p:?}");
                 // Rows of a up to 16 in the 16-row variant, to 4 or 8 in the resident ones.
@@ -371,37 +332,21 @@ mod tests {
         }
         // The decode shapes keep a resident and stream w in copies of 8 KB or more.
         for k in [4096, 5120, 7168] {
-            let p = projection_plan(4, 1024, k, 132, budget, None).unwrap();
+            let p = projection_plan(4, k, budget, None).unwrap();
             assert_eq!(p.kernel, "mhc_projection_m4");
             assert!(p.kpw >= 4 && p.nst >= 2, "{k} {p:?}");
         }
         // Very long rows of a no longer fit beside the ring: they travel with the stages.
         assert_eq!(
-            projection_plan(2, 1024, 65536, 132, budget, None)
-                .unwrap()
-                .kernel,
+            projection_plan(2, 65536, budget, None).unwrap().kernel,
             "mhc_projection_m16"
         );
         // A forced plan that does not fit is an error, not a silent change.
-        assert!(projection_plan(1, 1024, 4096, 132, budget, Some((8, 8, 1))).is_err());
-        assert!(projection_plan(1, 1024, 4096, 132, budget, Some((1, 1, 1))).is_err());
+        assert!(projection_plan(1, 4096, budget, Some((8, 8))).is_err());
+        assert!(projection_plan(1, 4096, budget, Some((1, 1))).is_err());
         assert_eq!(
-            projection_plan(1, 1024, 4096, 132, budget, Some((1, 4, 1)))
-                .unwrap()
-                .nst,
+            projection_plan(1, 4096, budget, Some((1, 4))).unwrap().nst,
             4
         );
-        assert!(projection_plan(1, 1024, 4096, 132, budget, Some((1, 2, 3))).is_err());
-        // Two n-tiles per stage where blocks own two or more (N = 2048, 2560 on 132 SMs).
-        for (n, k, tp, blocks) in [
-            (1024, 4096, 1, 128),
-            (2048, 4096, 2, 132),
-            (2560, 7168, 2, 132),
-            (100, 7168, 1, 13),
-        ] {
-            let p = projection_plan(1, n, k, 132, budget, None).unwrap();
-            assert_eq!((p.tp, p.blocks), (tp, blocks), "N={n} K={k}");
-            assert!(p.smem as usize <= budget);
-        }
     }
 }

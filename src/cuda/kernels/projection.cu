@@ -34,7 +34,6 @@
 #define PKB 128   // columns per k-block
 #define PNW 8     // warps per block
 #define PMAXST 8  // most ring slots
-#define PMAXTP 2  // most n-tiles per stage
 
 // Bulk copies global -> shared completed on an mbarrier (sm_90).
 __device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
@@ -64,8 +63,7 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, u32 bytes,
 
 template <int AR, bool RES>
 __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
-                                          float* __restrict__ y, int M, int N, int K, int kpw, int nst,
-                                          int tp) {
+                                          float* __restrict__ y, int M, int N, int K, int kpw, int nst) {
   constexpr bool BIG = AR > 8;
   extern __shared__ __align__(128) unsigned char psm[];
   __shared__ float part[PNW][PMAX][8];
@@ -76,15 +74,15 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
   const int pkc = kpw * PNW * PKB;              // columns per stage
   const int wrow = 2 * pkc + 64;                // a staged row of w (bytes, padded)
   const int arow = RES ? 2 * K + 64 : wrow;     // a staged row of a
-  const int sw = 8 * tp * wrow;                 // w part of a slot: tp tiles of 8 rows
+  const int sw = 8 * wrow;                      // w part of a slot
   const int ss = sw + (RES ? 0 : AR * arow);    // a slot
   unsigned char* const ares = psm + nst * ss;   // the resident a (RES)
   const int nt = (N + 7) / 8;
   const int t0 = (int)((long long)blockIdx.x * nt / gridDim.x);
   const int t1 = (int)((long long)(blockIdx.x + 1) * nt / gridDim.x);
-  const int nch = (K + pkc - 1) / pkc;  // stages per group of tp tiles
+  const int nch = (K + pkc - 1) / pkc;  // stages per tile
   const int nkb = (K + PKB - 1) / PKB;
-  const int nq = (t1 - t0 + tp - 1) / tp * nch;  // stages of this block
+  const int nq = (t1 - t0) * nch;       // stages of this block
   if (nq == 0) return;
   const int m0 = blockIdx.y * PMAX;
   const int mrows = min(AR, M - m0);
@@ -96,21 +94,18 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
   }
   __syncthreads();
 
-  // Stage j: the group of tiles t0 + (j / nch) * tp ... (tp tiles, fewer at the end of the
-  // block's range), columns (j % nch) * pkc ..., in slot j % nst. Row r of the group is copied by
-  // lane 2 * (r / 8) of warp r % 8. Rows of w past N and of a past M are not copied; columns past
-  // K are not copied either, and the compute masks them, so no stale value enters an MMA.
-  auto group_tiles = [&](int j) { return min(tp, t1 - (t0 + (j / nch) * tp)); };
+  // Stage j: tile t0 + j / nch, columns (j % nch) * pkc ..., in slot j % nst. Rows of w past N
+  // and of a past M are not copied; columns past K are not copied either, and the compute masks
+  // them, so no stale value enters an MMA.
   auto issue_w = [&](int j) {
     if (j >= nq) return;
-    const int n0 = (t0 + (j / nch) * tp) * 8, k0 = (j % nch) * pkc;
-    const int rows = min(8 * group_tiles(j), N - n0);
+    const int n0 = (t0 + j / nch) * 8, k0 = (j % nch) * pkc;
+    const int rows = min(8, N - n0);
     const u32 bytes = 2u * (u32)min(pkc, K - k0);
     unsigned long long* bar = &bars[j % nst];
     if (threadIdx.x == 0) mbar_expect_tx(bar, bytes * rows);
-    const int r = warp + 8 * (lane / 2);
-    if (lane % 2 == 0 && lane < 2 * tp && r < rows)
-      bulk_copy(psm + (j % nst) * ss + r * wrow, w + (size_t)(n0 + r) * K + k0, bytes, bar);
+    if (lane == 0 && warp < rows)
+      bulk_copy(psm + (j % nst) * ss + warp * wrow, w + (size_t)(n0 + warp) * K + k0, bytes, bar);
   };
   auto issue_a = [&](int j) {  // !RES
     if (j >= nq) return;
@@ -140,7 +135,7 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
 
   const bool a0ok = g < mrows, a1ok = BIG && g + 8 < mrows;
   const uint4 z = make_uint4(0, 0, 0, 0);
-  float d[PMAXTP][4] = {};
+  float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll 1
   for (int j = 0; j < nq; ++j) {
     mbar_wait(&bars[j % nst], (u32)(j / nst) & 1u);
@@ -148,7 +143,6 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
     issue_w(j + nst - 1);
     if (!RES) issue_a(j + nst - 1);
     const int c = j % nch;
-    const int ng = group_tiles(j);
     const unsigned char* slot = psm + (j % nst) * ss;
 #pragma unroll 1
     for (int h = 0; h < kpw; ++h) {
@@ -157,60 +151,45 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
       const unsigned char* sw_ = slot + g * wrow + (h * PNW + warp) * (2 * PKB) + 16 * q;
       const unsigned char* sa_ =
           RES ? ares + g * arow + kb * (2 * PKB) + 16 * q : slot + sw + g * arow + (h * PNW + warp) * (2 * PKB) + 16 * q;
-      uint4 av0[4], av1[4];
+      uint4 wv[4], av0[4], av1[4];
 #pragma unroll
       for (int v = 0; v < 4; ++v) {
         const bool kok = kb * PKB + 8 * q + 32 * v < K;
+        wv[v] = kok ? *(const uint4*)(sw_ + 64 * v) : z;
         av0[v] = kok && a0ok ? *(const uint4*)(sa_ + 64 * v) : z;
         if (BIG) av1[v] = kok && a1ok ? *(const uint4*)(sa_ + 8 * arow + 64 * v) : z;
       }
 #pragma unroll
-      for (int u = 0; u < PMAXTP; ++u) {
-        if (u >= ng) break;
-        uint4 wv[4];
+      for (int v = 0; v < 4; ++v) {
 #pragma unroll
-        for (int v = 0; v < 4; ++v) {
-          const bool kok = kb * PKB + 8 * q + 32 * v < K;
-          wv[v] = kok ? *(const uint4*)(sw_ + u * 8 * wrow + 64 * v) : z;
-        }
-#pragma unroll
-        for (int v = 0; v < 4; ++v) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const u32 af[4] = {word(av0[v], 2 * e), BIG ? word(av1[v], 2 * e) : 0u, word(av0[v], 2 * e + 1),
-                               BIG ? word(av1[v], 2 * e + 1) : 0u};
-            const u32 bf[2] = {word(wv[v], 2 * e), word(wv[v], 2 * e + 1)};
-            mma_bf16(d[u], af, bf);
-          }
+        for (int u = 0; u < 2; ++u) {
+          const u32 af[4] = {word(av0[v], 2 * u), BIG ? word(av1[v], 2 * u) : 0u, word(av0[v], 2 * u + 1),
+                             BIG ? word(av1[v], 2 * u + 1) : 0u};
+          const u32 bf[2] = {word(wv[v], 2 * u), word(wv[v], 2 * u + 1)};
+          mma_bf16(d, af, bf);
         }
       }
     }
     if (c == nch - 1) {
-      // Each tile's partials, summed in warp order. d[u][0..1]: row g, columns 2q, 2q+1;
-      // d[u][2..3]: row g + 8. The barrier after the sum frees `part` for the next tile; the
-      // next group's first write follows its stage's barrier.
+      // The tile's partials, summed in warp order. d[0..1]: row g, columns 2q, 2q+1; d[2..3]:
+      // row g + 8. The next write to `part` follows the next stage's barrier.
+      const int n0 = (t0 + j / nch) * 8;
+      part[warp][g][2 * q] = d[0];
+      part[warp][g][2 * q + 1] = d[1];
+      part[warp][g + 8][2 * q] = d[2];
+      part[warp][g + 8][2 * q + 1] = d[3];
+      __syncthreads();
+      if (threadIdx.x < PMAX * 8) {
+        const int r = threadIdx.x / 8, cc = threadIdx.x % 8;
+        const int n = n0 + cc;
+        if (r < mrows && n < N) {
+          float s = part[0][r][cc];
 #pragma unroll
-      for (int u = 0; u < PMAXTP; ++u) {
-        if (u >= ng) break;
-        const int n0 = (t0 + (j / nch) * tp + u) * 8;
-        part[warp][g][2 * q] = d[u][0];
-        part[warp][g][2 * q + 1] = d[u][1];
-        part[warp][g + 8][2 * q] = d[u][2];
-        part[warp][g + 8][2 * q + 1] = d[u][3];
-        __syncthreads();
-        if (threadIdx.x < PMAX * 8) {
-          const int r = threadIdx.x / 8, cc = threadIdx.x % 8;
-          const int n = n0 + cc;
-          if (r < mrows && n < N) {
-            float s = part[0][r][cc];
-#pragma unroll
-            for (int i = 1; i < PNW; ++i) s += part[i][r][cc];
-            y[(size_t)(m0 + r) * N + n] = s;
-          }
+          for (int i = 1; i < PNW; ++i) s += part[i][r][cc];
+          y[(size_t)(m0 + r) * N + n] = s;
         }
-        if (u + 1 < ng) __syncthreads();
-        d[u][0] = d[u][1] = d[u][2] = d[u][3] = 0.0f;
       }
+      d[0] = d[1] = d[2] = d[3] = 0.0f;
     }
   }
 }
@@ -219,8 +198,8 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
 // depth (nst <= PMAXST) with the dynamic shared memory they need (engine.rs, `projection_plan`).
 #define PROJ_KERNEL(name, AR, RES)                                                                    \
   extern "C" __global__ void __launch_bounds__(PNW * WARP, 1)                                         \
-      name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst, int tp) { \
-    proj_body<AR, RES>(a, w, y, M, N, K, kpw, nst, tp);                                               \
+      name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst) {       \
+    proj_body<AR, RES>(a, w, y, M, N, K, kpw, nst);                                                   \
   }
 PROJ_KERNEL(mhc_projection_m4, 4, true)
 PROJ_KERNEL(mhc_projection_m8, 8, true)
