@@ -84,6 +84,8 @@ pub struct Device {
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) info: DeviceInfo,
     funcs: HashMap<&'static str, CudaFunction>,
+    /// The dynamic shared memory limit set at load, per kernel that stages in shared memory.
+    dyn_smem: HashMap<&'static str, u32>,
     _modules: Vec<Arc<CudaModule>>,
     /// How many modules came from the disk cache (0 on a cold start).
     pub(crate) cached_modules: usize,
@@ -117,11 +119,12 @@ impl Device {
             }
             modules.push(module);
         }
-        let dev = Device {
+        let mut dev = Device {
             ctx,
             stream,
             info,
             funcs,
+            dyn_smem: HashMap::new(),
             _modules: modules,
             cached_modules: cached,
         };
@@ -152,6 +155,7 @@ impl Device {
                     "dynamic shared memory limit {dynamic} of `{f}`: {e:?}"
                 ))
             })?;
+            dev.dyn_smem.insert(f, dynamic as u32);
         }
         Ok(dev)
     }
@@ -163,12 +167,14 @@ impl Device {
             .ok_or_else(|| Error::Cuda(format!("kernel `{name}` is not loaded")))
     }
 
-    /// The dynamic shared memory a launch of `name` may use (the limit set at load).
+    /// The dynamic shared memory a launch of `name` may use (the limit set at load; no driver
+    /// call).
     pub fn max_dynamic_smem(&self, name: &str) -> Result<u32> {
-        let f = self.func(name)?;
-        f.get_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
-            .map(|v| v as u32)
-            .map_err(|e| Error::Cuda(format!("dynamic shared memory limit of `{name}`: {e:?}")))
+        self.dyn_smem.get(name).copied().ok_or_else(|| {
+            Error::Cuda(format!(
+                "kernel `{name}` has no dynamic shared memory limit set"
+            ))
+        })
     }
 
     /// The engine's own stream.
