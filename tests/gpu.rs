@@ -488,6 +488,24 @@ fn a_consumer_after_a_pdl_seam_reads_its_output() {
     assert_eq!(got[0], got[1]);
 }
 
+/// K = 0 is an empty product: y is all zeros (over poisoned outputs), from the generic kernel;
+/// the fused one declines and says why.
+#[test]
+fn projection_with_k_zero_writes_zeros() {
+    gpu!(e, PathChoice::Auto);
+    let c = cfg(4, 5120);
+    let args = OpArgs::projection(&c, 3, 5, 0, &[], &[]).unwrap();
+    let (out, route) = e.execute(&args).unwrap();
+    assert_eq!(route.path, "unfused", "{route}");
+    assert!(
+        route.declined.iter().any(|d| d.reason.contains("K = 0")),
+        "{route}"
+    );
+    let y = out.out_f32.unwrap();
+    assert_eq!(y.len(), 15);
+    assert!(y.iter().all(|v| v.to_bits() == 0), "{y:?}");
+}
+
 /// Back-to-back projections (each may start, and stream its w, while the one before it runs):
 /// eager calls with programmatic dependent launch and a graph replay of them give the same bits
 /// as plain eager calls, including a call that overwrites the previous call's output.

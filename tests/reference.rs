@@ -259,6 +259,18 @@ fn zero_tokens_is_a_valid_no_op() {
     }
 }
 
+/// K = 0 is an empty product: every output is +0 (what the GPU's generic kernel writes too).
+#[test]
+fn projection_with_k_zero_is_all_zeros() {
+    let c = cfg(4, 256);
+    let args = OpArgs::projection(&c, 3, 5, 0, &[], &[]).unwrap();
+    let (out, _) = CpuBackend.execute(&args).unwrap();
+    assert!(check::verify(&args, &out).unwrap().iter().all(|m| m.pass));
+    let y = out.out_f32.unwrap();
+    assert_eq!(y.len(), 15);
+    assert!(y.iter().all(|v| v.to_bits() == 0), "{y:?}");
+}
+
 #[test]
 fn nan_and_inf_inputs_do_not_panic() {
     let c = cfg(4, 256);

@@ -534,6 +534,9 @@ impl CudaEngine {
         let io = &call.io;
         if call.op == Op::Projection {
             let p = &call.proj;
+            if p.k == 0 {
+                return Some("K = 0 (the generic kernel writes the zeros)".into());
+            }
             if !p.k.is_multiple_of(8) {
                 return Some(format!("K = {} is not a multiple of 8", p.k));
             }
