@@ -28,7 +28,9 @@
 // N, the tile's block, the stage width or the ring depth, so the result is deterministic and
 // batch-invariant. The variants differ only in how many rows of a they stage (4, 8 or 16; rows
 // past M are never read and enter the MMA as zeros) and where; an MMA row's result does not
-// depend on the other rows. M > 16 runs as several row blocks of 16 (gridDim.y).
+// depend on the other rows. M > 16 runs as several row blocks of 16 (gridDim.y). K >= 8: at
+// K = 0 a block has no stage and writes nothing, so the engine sends that call to the generic
+// kernel.
 
 #define PMAX 16   // rows of a per row block (the MMA's M)
 #define PKB 128   // columns per k-block
