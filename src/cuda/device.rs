@@ -86,6 +86,9 @@ pub struct Device {
     funcs: HashMap<&'static str, CudaFunction>,
     /// The dynamic shared memory limit set at load, per kernel that stages in shared memory.
     dyn_smem: HashMap<&'static str, u32>,
+    /// Occupancy answers, per (kernel, block size, dynamic shared memory): the seam's plan asks
+    /// on every call, and the answer never changes.
+    occupancy: std::cell::RefCell<HashMap<(&'static str, u32, u32), u32>>,
     _modules: Vec<Arc<CudaModule>>,
     /// How many modules came from the disk cache (0 on a cold start).
     pub(crate) cached_modules: usize,
@@ -125,6 +128,7 @@ impl Device {
             info,
             funcs,
             dyn_smem: HashMap::new(),
+            occupancy: Default::default(),
             _modules: modules,
             cached_modules: cached,
         };
@@ -257,9 +261,15 @@ impl Device {
         Ok(st != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
     }
 
-    /// Blocks of `func` that fit on one multiprocessor.
+    /// Blocks of `func` that fit on one multiprocessor (asked of the driver once per shape).
     pub fn occupancy(&self, name: &str, block: u32, smem: u32) -> Result<u32> {
-        let f = self.func(name)?;
+        let (&key, f) = self
+            .funcs
+            .get_key_value(name)
+            .ok_or_else(|| Error::Cuda(format!("kernel `{name}` is not loaded")))?;
+        if let Some(&n) = self.occupancy.borrow().get(&(key, block, smem)) {
+            return Ok(n);
+        }
         let mut n = 0;
         // SAFETY: out-parameter, valid function.
         unsafe {
@@ -271,7 +281,9 @@ impl Device {
             )
         }
         .result()?;
-        Ok(n.max(0) as u32)
+        let n = n.max(0) as u32;
+        self.occupancy.borrow_mut().insert((key, block, smem), n);
+        Ok(n)
     }
 }
 

@@ -265,6 +265,9 @@ pub struct CudaEngine {
     path: std::cell::Cell<PathChoice>,
     pdl: std::cell::Cell<bool>,
     plan_override: std::cell::Cell<Option<plan::PlanOverride>>,
+    /// `MHC_PLAN` and `MHC_PROJ_PLAN`, read once here rather than in every call.
+    env_plan: Option<plan::PlanOverride>,
+    env_proj_plan: Option<(u32, u32)>,
     instrumented: bool,
     timeline: RefCell<Timeline>,
     ws: RefCell<Workspace>,
@@ -303,6 +306,8 @@ impl CudaEngine {
             path: std::cell::Cell::new(opts.path),
             pdl: std::cell::Cell::new(opts.pdl),
             plan_override: std::cell::Cell::new(None),
+            env_plan: plan::seam_override()?,
+            env_proj_plan: plan::projection_override()?,
             instrumented: opts.timeline,
             timeline: RefCell::new(Timeline::default()),
             ws: RefCell::new(Workspace::default()),
@@ -447,7 +452,7 @@ impl CudaEngine {
             h,
             self.dev.info.sm_count,
             &|warps, smem| self.dev.occupancy(name, warps * 32, smem),
-            self.plan_override.get(),
+            self.plan_override.get().or(self.env_plan),
         )
     }
 
@@ -832,7 +837,7 @@ impl CudaEngine {
                     p.m,
                     p.k,
                     self.dev.max_dynamic_smem("mhc_projection_m16")? as usize,
-                    plan::projection_override()?,
+                    self.env_proj_plan,
                 )?;
                 return unsafe {
                     self.run_ex(

@@ -96,7 +96,8 @@ fn env_numbers(name: &str, what: &str, n: usize) -> Result<Option<Vec<u32>>> {
     Ok(Some(v))
 }
 
-fn parse_override() -> Result<Option<(u32, u32, u32, u32)>> {
+/// `MHC_PLAN=W,warps,tt,gridy`, if set (the engine reads it once, when it is created).
+pub fn seam_override() -> Result<Option<PlanOverride>> {
     Ok(env_numbers("MHC_PLAN", "W,warps,tt,gridy", 4)?.map(|v| (v[0], v[1], v[2], v[3])))
 }
 
@@ -105,7 +106,8 @@ fn parse_override() -> Result<Option<(u32, u32, u32, u32)>> {
 pub type PlanOverride = (u32, u32, u32, u32);
 
 /// Plans a fused launch for T tokens of hidden size H. `occupancy(warps, smem)` returns blocks per
-/// SM; `sms` is the multiprocessor count; `forced` (else `MHC_PLAN`) replaces the heuristic.
+/// SM; `sms` is the multiprocessor count; `forced` (the engine's override, else `MHC_PLAN`)
+/// replaces the heuristic.
 pub fn plan(
     shape: KernelShape,
     t: usize,
@@ -115,10 +117,6 @@ pub fn plan(
     forced: Option<PlanOverride>,
 ) -> Result<SeamPlan> {
     let chunks = h.div_ceil(CHUNK);
-    let forced = match forced {
-        Some(f) => Some(f),
-        None => parse_override()?,
-    };
     let (w, warps, tt, persistent, gy_override) = match forced {
         Some((w, warps, tt, gy)) => {
             if ![1, 2, 4, 8].contains(&w)
@@ -280,7 +278,7 @@ pub fn projection_plan(
     })
 }
 
-/// `MHC_PROJ_PLAN=kpw,nst`, if set.
+/// `MHC_PROJ_PLAN=kpw,nst`, if set (the engine reads it once, when it is created).
 pub fn projection_override() -> Result<Option<(u32, u32)>> {
     Ok(env_numbers("MHC_PROJ_PLAN", "kpw,nst", 2)?.map(|v| (v[0], v[1])))
 }
