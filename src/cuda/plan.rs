@@ -263,9 +263,9 @@ pub fn projection_plan(
             (kpw, (avail / slot(kpw)).min(PROJ_MAX_SLOTS))
         }
     };
-    if kpw == 0 || !(2..=PROJ_MAX_SLOTS).contains(&nst) || nst * slot(kpw) > avail {
+    if kpw == 0 || !(1..=PROJ_MAX_SLOTS).contains(&nst) || nst * slot(kpw) > avail {
         return Err(Error::Unsupported(format!(
-            "projection plan kpw={kpw}, nst={nst} at M={m}, K={k}: needs 1 <= kpw, 2 <= nst <= {PROJ_MAX_SLOTS} and {} bytes of shared memory ({} available)",
+            "projection plan kpw={kpw}, nst={nst} at M={m}, K={k}: needs 1 <= kpw, 1 <= nst <= {PROJ_MAX_SLOTS} and {} bytes of shared memory ({} available)",
             nst * slot(kpw.max(1)) + if res { a_res(ar) } else { 0 },
             budget
         )));
@@ -341,7 +341,8 @@ mod tests {
         );
         // A forced plan that does not fit is an error, not a silent change.
         assert!(projection_plan(1, 4096, budget, Some((8, 8))).is_err());
-        assert!(projection_plan(1, 4096, budget, Some((1, 1))).is_err());
+        assert!(projection_plan(1, 4096, budget, Some((1, 0))).is_err());
+        assert!(projection_plan(1, 4096, budget, Some((0, 1))).is_err());
         assert_eq!(
             projection_plan(1, 4096, budget, Some((1, 4))).unwrap().nst,
             4

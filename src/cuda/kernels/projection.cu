@@ -5,13 +5,13 @@
 // - one block per multiprocessor (gridDim.x = min(SMs, n-tiles)); block b owns the contiguous
 //   n-tiles [b*NT/G, (b+1)*NT/G) of 8 rows of w each, and all of K for them. Its work is a
 //   sequence of stages (tile, kpw * 1024 columns) that travel through a ring of nst
-//   shared-memory slots, filled nst-1 stages ahead of use by bulk copies (the TMA unit), one
-//   copy per row of w, issued by lane 0 of warp r for row r and completed on the slot's
+//   shared-memory slots (nst >= 1), each refilled with the stage nst places later as soon as
+//   every warp is done with it, by bulk copies (the TMA unit), one copy per row of w, issued by lane 0 of warp r for row r and completed on the slot's
 //   mbarrier. On the H200 the time per copy, not the bytes, bounded the first versions: larger
 //   copies (kpw) and one issuing warp per row are what feed the memory system (PERF_NOTES.md);
 // - at M <= 8 (RES) the block's rows of a are copied once, whole, after pdl_wait() and stay
 //   resident; past that they travel with each stage;
-// - w is a weight: a block requests its first nst-1 stages of w *before* pdl_wait(), so under
+// - w is a weight: a block requests its first nst stages of w *before* pdl_wait(), so under
 //   programmatic dependent launch the next call's blocks start streaming w as soon as they land
 //   on a multiprocessor this call has left. The block triggers its dependents at once;
 // - per stage, warp wp computes k-blocks (of PKB columns) kb = wp mod PNW: lane (g, q) reads four
@@ -120,7 +120,7 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
         bulk_copy(psm + (j % nst) * ss + sw + r * arow, a + (size_t)(m0 + r) * K + k0, bytes, bar);
   };
 #pragma unroll 1
-  for (int j = 0; j < nst - 1; ++j) issue_w(j);
+  for (int j = 0; j < nst; ++j) issue_w(j);
 
   pdl_wait();  // a may be the previous kernel's output; y may still be read by it
 
@@ -132,7 +132,7 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
     mbar_wait(&bars[PMAXST], 0);
   } else {
 #pragma unroll 1
-    for (int j = 0; j < nst - 1; ++j) issue_a(j);
+    for (int j = 0; j < nst; ++j) issue_a(j);
   }
 
   const bool a0ok = g < mrows, a1ok = BIG && g + 8 < mrows;
@@ -141,9 +141,6 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
 #pragma unroll 1
   for (int j = 0; j < nq; ++j) {
     mbar_wait(&bars[j % nst], (u32)(j / nst) & 1u);
-    __syncthreads();  // every thread is past stage j - 1: its slot may be refilled
-    issue_w(j + nst - 1);
-    if (!RES) issue_a(j + nst - 1);
     const int c = j % nch;
     const unsigned char* slot = psm + (j % nst) * ss;
 #pragma unroll 1
@@ -174,7 +171,7 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
     }
     if (c == nch - 1) {
       // The tile's partials, summed in warp order. d[0..1]: row g, columns 2q, 2q+1; d[2..3]:
-      // row g + 8. The next write to `part` follows the next stage's barrier.
+      // row g + 8. The next write to `part` follows this stage's closing barrier.
       const int n0 = (t0 + j / nch) * 8;
       part[warp][g][2 * q] = d[0];
       part[warp][g][2 * q + 1] = d[1];
@@ -193,6 +190,9 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
       }
       d[0] = d[1] = d[2] = d[3] = 0.0f;
     }
+    __syncthreads();  // every thread is done with stage j: its slot takes stage j + nst
+    issue_w(j + nst);
+    if (!RES) issue_a(j + nst);
   }
 }
 
