@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check and timing of a session, in one command on the GPU machine (GUIDE.md):
 #   scripts/gpu-session.sh [STEP...]     steps: info kernels tests tests-fast tests-slow check bench
-#                                        tune ncu sanitize sanitize-proj proj timeline all
+#                                        tune ncu sanitize sanitize-proj proj projtune timeline all
 #                                        (default all)
 # Expects the binaries of scripts/build-gpu-bundle.sh in .gpu/. Writes logs, JSON and plots under
 # a scratch folder, packs them into $OUT/session.tar.gz (OUT defaults to /tmp/mhc-out), and prints a
@@ -98,6 +98,17 @@ fi
 if want timeline; then
   # Where a seam's time goes: stamps of the instrumented kernels inside the replayed chain.
   TAIL=40 step timeline $B/mhc bench --backend cuda --hidden ${TL_H:-5120} --timeline --tokens ${TL_T:-1,4,16,64,128,512,2048} --json "$OUT/timeline.json"
+fi
+if want projtune; then
+  # The projection under forced plans (PROJ_PLANS: "auto" or kpw,nst; PROJ_ARGS picks the shapes).
+  # Only "auto" also times cuBLAS, as the run's reference.
+  for plan in ${PROJ_PLANS:-auto}; do
+    if [ "$plan" = auto ]; then
+      step projtune-auto env -u MHC_PROJ_PLAN $B/mhc bench --backend cuda --op projection --pdl on ${PROJ_ARGS:-} --json "$OUT/projtune-auto.json"
+    else
+      step projtune-$plan env MHC_PROJ_PLAN=$plan $B/mhc bench --backend cuda --op projection --pdl on --no-baseline ${PROJ_ARGS:-} --json "$OUT/projtune-$plan.json"
+    fi
+  done
 fi
 want proj && step bench-proj $B/mhc bench --backend cuda --op projection --json "$OUT/bench-proj.json"
 

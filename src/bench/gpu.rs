@@ -221,6 +221,50 @@ fn finish(mut r: BenchRow, us: Vec<f64>, calls: usize) -> BenchRow {
     r
 }
 
+/// What one node of a replayed chain costs by itself: a graph of `o.seams` launches of an empty
+/// kernel that triggers its dependents and waits for the previous kernel, timed like the seam
+/// chain, per launch; with one block and with one block per multiprocessor (rows with op "node",
+/// T = blocks), with PDL on and off as in `o.pdl`. Issue 5 sets the seam's target at small T as
+/// a multiple of (floor + one graph-node launch).
+pub fn node_rows(e: &CudaEngine, copy_gbps: f64, o: &GpuBenchOptions) -> Result<Vec<BenchRow>> {
+    let cfg = crate::Preset::V41Flash.config();
+    let mut rows = Vec::new();
+    for blocks in [1, e.info().sm_count] {
+        for &pdl in &o.pdl {
+            let launch = || -> Result<()> {
+                // SAFETY: mhc_node_probe takes no parameters and touches no memory.
+                unsafe {
+                    e.dev.launch(
+                        "mhc_node_probe",
+                        (blocks, 1, 1),
+                        256,
+                        0,
+                        e.stream(),
+                        &mut [],
+                        pdl,
+                    )
+                }
+            };
+            launch()?;
+            e.sync()?;
+            let graph = e.capture(|_| (0..o.seams).try_for_each(|_| launch()))?;
+            graph.launch()?;
+            let us = time_each(e, o.rounds * o.reps, || graph.launch())?;
+            let mut r = gpu_row(e, &cfg, blocks as usize, copy_gbps);
+            r.op = "node".into();
+            r.path = "empty".into();
+            r.mode = "graph".into();
+            r.pdl = pdl;
+            r.hidden = 0;
+            r.bytes_per_seam = 0.0;
+            r.floor_us = 0.0;
+            r.launches_per_seam = graph.kernel_nodes()? as f64 / o.seams as f64;
+            rows.push(finish(r, us, o.seams));
+        }
+    }
+    Ok(rows)
+}
+
 /// Times the seam chain at every T: fused under a graph, fused eagerly, and the unfused baseline.
 pub fn seam_rows(
     e: &CudaEngine,
@@ -318,9 +362,13 @@ pub fn projection_rows(
     bar: &ProgressBar,
 ) -> Result<Vec<BenchRow>> {
     let cfg = crate::Preset::V41Flash.config();
-    let blas = Blas::new(e)
-        .map_err(|err| eprintln!("cuBLAS unavailable, timing ours only: {err}"))
-        .ok();
+    let blas = if o.baseline {
+        Blas::new(e)
+            .map_err(|err| eprintln!("cuBLAS unavailable, timing ours only: {err}"))
+            .ok()
+    } else {
+        None
+    };
     let mut rows = Vec::new();
     let saved_pdl = e.pdl();
     let mmax = ms.iter().copied().max().unwrap_or(1);

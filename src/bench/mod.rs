@@ -149,7 +149,11 @@ pub fn print_table(rows: &[BenchRow]) {
             r.path,
             r.mode,
             if r.pdl { "on" } else { "off" },
-            if r.op == "projection" { "proj" } else { "seam" },
+            if r.op == "projection" {
+                "proj"
+            } else {
+                r.op.as_str()
+            },
             r.hidden,
             t,
             r.us_per_seam,

@@ -215,7 +215,7 @@ struct BenchArgs {
     /// Replays per round.
     #[arg(long, default_value_t = 20)]
     reps: usize,
-    /// Skip the unfused baseline.
+    /// Skip the unfused baseline (and, with `--op projection`, cuBLAS).
     #[arg(long)]
     no_baseline: bool,
     /// Skip eager (uncaptured) timing.
@@ -621,6 +621,16 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
         };
         let copy = mhc::bench::gpu::copy_bandwidth(&e, 1 << 30)?;
         println!("copy bandwidth {copy:.0} GB/s (1 GiB, read + write)");
+        let nodes = mhc::bench::gpu::node_rows(&e, copy, &o)?;
+        for r in &nodes {
+            println!(
+                "graph node (empty kernel, {} block(s), PDL {}): {:.2} us",
+                r.tokens,
+                if r.pdl { "on" } else { "off" },
+                r.us_per_seam
+            );
+        }
+        rows.extend(nodes);
         let tokens = if a.tokens.is_empty() {
             mhc::bench::TOKENS.to_vec()
         } else {

@@ -63,6 +63,7 @@ pub const UNFUSED: KernelModule = KernelModule {
         "uf_fold",
         "mhc_copy",
         "uf_projection",
+        "mhc_node_probe",
     ],
 };
 

@@ -213,3 +213,11 @@ extern "C" __global__ void uf_projection(const bf16_t* a, const bf16_t* w, float
   for (int k = 0; k < K; ++k) acc += (double)bf16_to_f32(a[m * K + k]) * (double)bf16_to_f32(w[n * K + k]);
   y[i] = (float)acc;
 }
+
+// An empty kernel for the benchmark: what one node of a replayed chain costs by itself. Like the
+// fused kernels under programmatic dependent launch, it lets the next kernel start launching and
+// waits for the previous one.
+extern "C" __global__ void mhc_node_probe() {
+  pdl_trigger();
+  pdl_wait();
+}
