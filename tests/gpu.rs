@@ -252,6 +252,60 @@ fn every_plan_gives_the_same_bits() {
     e.set_plan_override(None);
 }
 
+/// Every projection plan (stage width, ring depth, one slot or eight) gives the bits of the
+/// default plan, at shapes where blocks own 4-row and 8-row tiles, several tiles and a part of a
+/// stage (K = 4104), for resident and staged rows of a.
+#[test]
+fn every_projection_plan_gives_the_same_bits() {
+    gpu!(e, PathChoice::Fused);
+    let c = cfg(4, 5120);
+    let plans: [(u32, u32); 6] = [(1, 1), (1, 8), (2, 2), (3, 1), (4, 2), (5, 1)];
+    for (m, n, k) in [
+        (1, 2560, 7168),
+        (4, 300, 4104),
+        (7, 1000, 5120),
+        (16, 2048, 4096),
+        (3, 33, 1032),
+    ] {
+        let spec = InputSpec {
+            op: Op::Projection,
+            t: m,
+            norm: false,
+            proj_nk: (n, k),
+        };
+        let inputs = synth::inputs(&c, &spec, (m * 7 + n + k) as u64);
+        let args = OpArgs::from_map(Op::Projection, &c, &inputs, false).unwrap();
+        e.set_projection_plan_override(None);
+        let want = e.execute(&args).unwrap().0.out_f32.unwrap();
+        let mut ran = 0;
+        for p in plans {
+            e.set_projection_plan_override(Some(p));
+            // Plans too large for the shared memory (16 staged rows of a) are refused, by name.
+            let (got, route) = match e.execute(&args) {
+                Ok(r) => r,
+                Err(err) => {
+                    assert!(
+                        m > 8 && err.to_string().contains("projection plan"),
+                        "M={m} N={n} K={k} plan {p:?}: {err}"
+                    );
+                    continue;
+                }
+            };
+            assert_eq!(route.path, "fused", "{route}");
+            let got = got.out_f32.unwrap();
+            assert!(
+                got.iter()
+                    .map(|v| v.to_bits())
+                    .eq(want.iter().map(|v| v.to_bits())),
+                "M={m} N={n} K={k}: plan {p:?} differs from the default"
+            );
+            ran += 1;
+        }
+        assert!(ran >= 3, "M={m} N={n} K={k}: only {ran} plans ran");
+    }
+    e.set_projection_plan_override(None);
+}
+
 fn seam_outputs(e: &CudaEngine, c: &mhc::Config, m: &mhc::tensor::TensorMap) -> mhc::OpOutputs {
     let args = OpArgs::from_map(Op::Seam, c, m, true).unwrap();
     e.execute(&args).unwrap().0

@@ -265,6 +265,7 @@ pub struct CudaEngine {
     path: std::cell::Cell<PathChoice>,
     pdl: std::cell::Cell<bool>,
     plan_override: std::cell::Cell<Option<plan::PlanOverride>>,
+    proj_plan_override: std::cell::Cell<Option<(u32, u32)>>,
     /// `MHC_PLAN` and `MHC_PROJ_PLAN`, read once here rather than in every call.
     env_plan: Option<plan::PlanOverride>,
     env_proj_plan: Option<(u32, u32)>,
@@ -306,6 +307,7 @@ impl CudaEngine {
             path: std::cell::Cell::new(opts.path),
             pdl: std::cell::Cell::new(opts.pdl),
             plan_override: std::cell::Cell::new(None),
+            proj_plan_override: std::cell::Cell::new(None),
             env_plan: plan::seam_override()?,
             env_proj_plan: plan::projection_override()?,
             instrumented: opts.timeline,
@@ -319,6 +321,13 @@ impl CudaEngine {
     /// tuning and for the tests that check exactly that.
     pub fn set_plan_override(&self, p: Option<plan::PlanOverride>) {
         self.plan_override.set(p);
+    }
+
+    /// Forces the projection's plan (`kpw` k-blocks per warp per stage, `nst` ring slots) instead
+    /// of the heuristic (and of `MHC_PROJ_PLAN`); `None` restores it. A plan that does not fit
+    /// the shared memory makes the call fail. Every plan computes the same bits.
+    pub fn set_projection_plan_override(&self, p: Option<(u32, u32)>) {
+        self.proj_plan_override.set(p);
     }
 
     /// Whether programmatic dependent launch is on.
@@ -837,7 +846,7 @@ impl CudaEngine {
                     p.m,
                     p.k,
                     self.dev.max_dynamic_smem("mhc_projection_m16")? as usize,
-                    self.env_proj_plan,
+                    self.proj_plan_override.get().or(self.env_proj_plan),
                 )?;
                 return unsafe {
                     self.run_ex(
