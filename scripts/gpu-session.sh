@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every GPU check and timing of a session, in one command on the GPU machine (GUIDE.md):
 #   scripts/gpu-session.sh [STEP...]     steps: info kernels tests tests-fast tests-slow check bench
-#                                        tune ncu sanitize sanitize-proj proj projtune timeline all
+#                                        tune ncu sanitize sanitize-proj proj projtune projab projtl
+#                                        timeline all
 #                                        (default all)
 # Expects the binaries of scripts/build-gpu-bundle.sh in .gpu/. Writes logs, JSON and plots under
 # a scratch folder, packs them into $OUT/session.tar.gz (OUT defaults to /tmp/mhc-out), and prints a
@@ -107,6 +108,24 @@ if want projtune; then
       step projtune-auto env -u MHC_PROJ_PLAN $B/mhc bench --backend cuda --op projection --pdl on ${PROJ_ARGS:-} --json "$OUT/projtune-auto.json"
     else
       step projtune-$plan env MHC_PROJ_PLAN=$plan $B/mhc bench --backend cuda --op projection --pdl on --no-baseline ${PROJ_ARGS:-} --json "$OUT/projtune-$plan.json"
+    fi
+  done
+fi
+if [[ " $STEPS " == *" projab "* ]]; then  # explicit only (needs AB_BIN)
+  # A/B in one run: this bundle's projection against another binary's (AB_BIN, e.g. .gpu/mhc-<commit>),
+  # alternating, PDL on, shapes from PROJ_ARGS; cuBLAS once as the run's reference.
+  for round in 1 2; do
+    step projab-old-$round ${AB_BIN:?AB_BIN} bench --backend cuda --op projection --pdl on --no-baseline ${PROJ_ARGS:-} --json "$OUT/projab-old-$round.json"
+    step projab-new-$round $B/mhc bench --backend cuda --op projection --pdl on $([ $round = 1 ] || echo --no-baseline) ${PROJ_ARGS:-} --json "$OUT/projab-new-$round.json"
+  done
+fi
+if want projtl; then
+  # Where a projection call's time goes (instrumented kernel; PTL_ARGS picks shapes, PTL_PLANS plans).
+  for plan in ${PTL_PLANS:-auto}; do
+    if [ "$plan" = auto ]; then
+      TAIL=40 step projtl-auto env -u MHC_PROJ_PLAN $B/mhc bench --backend cuda --op projection --timeline ${PTL_ARGS:-} --json "$OUT/projtl-auto.json"
+    else
+      TAIL=40 step projtl-$plan env MHC_PROJ_PLAN=$plan $B/mhc bench --backend cuda --op projection --timeline ${PTL_ARGS:-} --json "$OUT/projtl-$plan.json"
     fi
   done
 fi

@@ -56,13 +56,15 @@ fn timeline_build_compiles() {
     if !nvrtc_here() {
         return;
     }
-    let c = nvrtc::compile_with(&kernels::SEAM, "sm_90", &["MHC_TIMELINE"])
-        .unwrap_or_else(|e| panic!("{e}"));
-    for f in kernels::SEAM.functions {
-        let r = report_of(&c, f);
-        eprintln!(
-            "{:<18} regs {:>3} spill st/ld {}/{} (MHC_TIMELINE)",
-            r.name, r.registers, r.spill_stores, r.spill_loads
-        );
+    for m in [&kernels::SEAM, &kernels::PROJECTION] {
+        let c =
+            nvrtc::compile_with(m, "sm_90", &["MHC_TIMELINE"]).unwrap_or_else(|e| panic!("{e}"));
+        for f in m.functions {
+            let r = report_of(&c, f);
+            eprintln!(
+                "{:<18} regs {:>3} spill st/ld {}/{} (MHC_TIMELINE)",
+                r.name, r.registers, r.spill_stores, r.spill_loads
+            );
+        }
     }
 }

@@ -384,6 +384,7 @@ pub fn projection_rows(
             let yb = e.zeros::<bf16>(mmax * n)?;
             let wp: Vec<u64> = ws.iter().map(|w| w.ptr()).collect();
             let (ap, yp, ybp) = (a.ptr(), y.ptr(), yb.ptr());
+            rows.extend(w_stream_rows(e, &wp, (k, n), copy_gbps, o)?);
             for &m in ms {
                 bar.set_message(format!("projection M={m} K={k} N={n}"));
                 let bytes = (n * k * 2 + m * k * 2 + m * n * 4) as f64;
@@ -451,6 +452,62 @@ pub fn projection_rows(
         }
     }
     e.set_pdl(saved_pdl);
+    Ok(rows)
+}
+
+/// The projection's bound without arithmetic: a graph of pure reads of the same rotating copies
+/// of the K x N w (`mhc_read_probe`: 8 blocks per multiprocessor, vectorized loads, one store
+/// per block after the wait), with PDL on and off as in `o.pdl`. Rows with path "w-stream" and
+/// T = 0 (no rows of a).
+fn w_stream_rows(
+    e: &CudaEngine,
+    ws: &[u64],
+    (k, n): (usize, usize),
+    copy_gbps: f64,
+    o: &GpuBenchOptions,
+) -> Result<Vec<BenchRow>> {
+    let cfg = crate::Preset::V41Flash.config();
+    let blocks = e.info().sm_count * 8;
+    let out = e.zeros::<u32>(blocks as usize)?;
+    let bytes = n * k * 2;
+    let n16 = bytes / 16;
+    let mut rows = Vec::new();
+    for &pdl in &o.pdl {
+        let launch = |i: usize| -> Result<()> {
+            let mut args: [u64; 3] = [ws[i], n16 as u64, out.ptr()];
+            let mut ptrs: Vec<*mut std::ffi::c_void> =
+                args.iter_mut().map(|a| a as *mut u64 as *mut _).collect();
+            // SAFETY: ws[i] holds `bytes` (n16 16-byte vectors), out one u32 per block; the
+            // arguments match mhc_read_probe's signature.
+            unsafe {
+                e.dev.launch(
+                    "mhc_read_probe",
+                    (blocks, 1, 1),
+                    256,
+                    0,
+                    e.stream(),
+                    &mut ptrs,
+                    pdl,
+                )
+            }
+        };
+        launch(0)?;
+        e.sync()?;
+        let graph = e.capture(|_| (0..ws.len()).try_for_each(launch))?;
+        graph.launch()?;
+        let us = time_each(e, o.rounds * o.reps, || graph.launch())?;
+        let mut r = gpu_row(e, &cfg, 0, copy_gbps);
+        r.op = "projection".into();
+        r.path = "w-stream".into();
+        r.mode = "graph".into();
+        r.pdl = pdl;
+        r.hidden = k;
+        r.n = n;
+        r.bytes_per_seam = bytes as f64;
+        r.floor_us = bytes as f64 / (copy_gbps * 1e3);
+        r.launches_per_seam = 1.0;
+        rows.push(finish(r, us, ws.len()));
+    }
     Ok(rows)
 }
 
@@ -780,5 +837,158 @@ pub fn print_timeline(rows: &[TimelineRow]) {
             .map(|((_, n), a)| format!("{n} {a:.2}"))
             .collect();
         println!("  tail:   {}", t.join(", "));
+    }
+}
+
+/// The projection's stamps (kernels/projection.cu, PTL_*), in program order.
+const PROJ_STAMPS: [(usize, &str); 8] = [
+    (0, "start"),
+    (1, "w issued"),
+    (2, "waited"),
+    (3, "a landed"),
+    (4, "stage 0 landed"),
+    (5, "last stage landed"),
+    (6, "store"),
+    (7, "exit"),
+];
+
+/// Where a projection call's time goes, from the instrumented kernel's stamps inside a replayed
+/// graph of calls (rotating over copies of w as in the benchmark). Times are relative to the end
+/// of the previous call (its latest block's exit stamp), medians over the chain's calls.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ProjTimelineRow {
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    pub pdl: bool,
+    /// End-to-end time of consecutive calls (the replay's time per call).
+    pub period_us: f64,
+    /// Per stamp (PROJ_STAMPS): the median over blocks, relative to the previous call's end.
+    pub block_us: Vec<f64>,
+    /// The same, the latest block.
+    pub block_max_us: Vec<f64>,
+}
+
+/// Runs `calls` projections of M x K x N under a graph with the instrumented kernel and reads the
+/// stamps of one replay after warm-up replays (an engine built with `EngineOptions::timeline`).
+pub fn projection_timeline(
+    e: &CudaEngine,
+    (m, k, n): (usize, usize, usize),
+    pdls: &[bool],
+    calls: usize,
+) -> Result<Vec<ProjTimelineRow>> {
+    use crate::cuda::TIMELINE_SLOTS as S;
+    let cfg = crate::Preset::V41Flash.config();
+    let copies = (256usize << 20).div_ceil(n * k * 2).clamp(2, calls.max(2));
+    let ws: Vec<DeviceBuffer<bf16>> = (0..copies)
+        .map(|i| e.upload(&random_bf16(n * k, 0.02, 100 + i as u64)))
+        .collect::<Result<_>>()?;
+    let a = e.upload(&random_bf16(m * k, 1.0, 99))?;
+    let y = e.zeros::<f32>(m * n)?;
+    let call = |i: usize| -> Result<()> {
+        let c = crate::cuda::RawCall {
+            op: crate::Op::Projection,
+            t: m,
+            io: Default::default(),
+            w: Default::default(),
+            proj: crate::cuda::RawProjection {
+                a: a.ptr(),
+                w: ws[i % copies].ptr(),
+                y: y.ptr(),
+                m,
+                n,
+                k,
+            },
+        };
+        // SAFETY: the buffers hold m*k, n*k and m*n elements.
+        unsafe { e.launch_raw(&cfg, &c, e.stream()) }.map(|_| ())
+    };
+    let saved_pdl = e.pdl();
+    let mut out = Vec::new();
+    for &pdl in pdls {
+        e.set_pdl(pdl);
+        call(0)?;
+        e.sync()?;
+        let cap = calls * e.info().sm_count as usize * m.div_ceil(16) * S * 2;
+        let mut buf = e.zeros::<u64>(cap)?;
+        e.set_timeline(Some((buf.ptr(), cap)))?;
+        let graph = e.capture(|_| (0..calls).try_for_each(call));
+        let log = e.timeline_log();
+        e.set_timeline(None)?;
+        let graph = graph?;
+        for _ in 0..20 {
+            graph.launch()?;
+        }
+        e.sync()?;
+        buf.write(&vec![0u64; cap])?;
+        graph.launch()?;
+        let st = buf.to_host()?;
+        let gt = |l: &crate::cuda::TimelineLaunch, b: usize, slot: usize| {
+            st[l.offset + (b * S + slot) * 2]
+        };
+        let ends: Vec<u64> = log
+            .iter()
+            .map(|l| (0..l.blocks).map(|b| gt(l, b, 7)).max().unwrap_or(0))
+            .collect();
+        let mut med: Vec<Vec<f64>> = vec![Vec::new(); PROJ_STAMPS.len()];
+        let mut mx: Vec<Vec<f64>> = vec![Vec::new(); PROJ_STAMPS.len()];
+        for c in 1..log.len() {
+            let rel = |v: u64| (v as f64 - ends[c - 1] as f64) / 1e3;
+            for (i, &(slot, _)) in PROJ_STAMPS.iter().enumerate() {
+                let v: Vec<f64> = (0..log[c].blocks)
+                    .map(|b| gt(&log[c], b, slot))
+                    .filter(|&v| v > 0)
+                    .map(rel)
+                    .collect();
+                if !v.is_empty() {
+                    mx[i].push(v.iter().copied().fold(f64::MIN, f64::max));
+                    med[i].push(median(v));
+                }
+            }
+        }
+        let of = |v: Vec<Vec<f64>>| -> Vec<f64> {
+            v.into_iter()
+                .map(|x| if x.is_empty() { f64::NAN } else { median(x) })
+                .collect()
+        };
+        out.push(ProjTimelineRow {
+            m,
+            k,
+            n,
+            pdl,
+            period_us: median(
+                ends.windows(2)
+                    .map(|w| (w[1] - w[0]) as f64 / 1e3)
+                    .collect(),
+            ),
+            block_us: of(med),
+            block_max_us: of(mx),
+        });
+    }
+    e.set_pdl(saved_pdl);
+    Ok(out)
+}
+
+/// Prints `projection_timeline` rows.
+pub fn print_projection_timeline(rows: &[ProjTimelineRow]) {
+    println!(
+        "projection stamps in us after the previous call's last block exited (medians over the \
+         chain's calls); blocks: median block [latest block]"
+    );
+    for r in rows {
+        println!(
+            "M={} K={} N={} pdl={}: period {:.2}",
+            r.m,
+            r.k,
+            r.n,
+            if r.pdl { "on" } else { "off" },
+            r.period_us
+        );
+        let s: Vec<String> = PROJ_STAMPS
+            .iter()
+            .zip(r.block_us.iter().zip(&r.block_max_us))
+            .map(|((_, n), (a, b))| format!("{n} {a:.2} [{b:.2}]"))
+            .collect();
+        println!("  {}", s.join(", "));
     }
 }

@@ -234,8 +234,9 @@ struct BenchArgs {
     /// Projection N (default: 1024,2048,2560).
     #[arg(long, value_delimiter = ',')]
     proj_n: Vec<usize>,
-    /// Instead of timing, print where the time of a fused seam goes: phase timestamps from an
-    /// instrumented build of the kernels, inside the replayed chain.
+    /// Instead of timing, print where the time of a fused seam (or, with `--op projection`, of a
+    /// projection call) goes: phase timestamps from an instrumented build of the kernels, inside
+    /// the replayed chain.
     #[arg(long)]
     timeline: bool,
     /// Write the rows as JSON.
@@ -587,6 +588,28 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
             timeline: true,
             ..cuda::EngineOptions::from_env()?
         })?;
+        if a.op == BenchOp::Projection {
+            // Every (M, K, N) of the lists (default: M = 1, K = 4096, N = 1024).
+            let or = |v: &Vec<usize>, d: usize| if v.is_empty() { vec![d] } else { v.clone() };
+            let mut rows = Vec::new();
+            for m in or(&a.proj_m, 1) {
+                for k in or(&a.proj_k, 4096) {
+                    for n in or(&a.proj_n, 1024) {
+                        rows.extend(mhc::bench::gpu::projection_timeline(
+                            &e,
+                            (m, k, n),
+                            &a.pdl.modes(),
+                            a.seams,
+                        )?);
+                    }
+                }
+            }
+            mhc::bench::gpu::print_projection_timeline(&rows);
+            if let Some(p) = &a.json {
+                write_json(p, &rows)?;
+            }
+            return Ok(());
+        }
         let tokens = if a.tokens.is_empty() {
             vec![1, 4, 16, 64, 128, 512, 2048]
         } else {

@@ -866,6 +866,14 @@ impl CudaEngine {
                             I(p.k as i32),
                             I(pp.kpw as i32),
                             I(pp.nst as i32),
+                            P(if self.instrumented {
+                                self.timeline_rows(
+                                    pp.kernel.to_string(),
+                                    (grid.0 * grid.1) as usize,
+                                )
+                            } else {
+                                0
+                            }),
                         ],
                         kernels,
                     )

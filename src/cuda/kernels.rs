@@ -64,6 +64,7 @@ pub const UNFUSED: KernelModule = KernelModule {
         "mhc_copy",
         "uf_projection",
         "mhc_node_probe",
+        "mhc_read_probe",
     ],
 };
 

@@ -63,13 +63,25 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, u32 bytes,
                : "memory");
 }
 
+// Timeline stamps (MHC_TIMELINE builds only; `mhc bench --op projection --timeline`).
+#define PTL_ENTRY 0    // the block starts
+#define PTL_ISSUED 1   // its first stages of w are requested
+#define PTL_WAITED 2   // pdl_wait() returned
+#define PTL_A 3        // the resident rows of a landed (RES)
+#define PTL_FIRST 4    // stage 0 landed
+#define PTL_LAST 5     // the last stage landed
+#define PTL_STORE 6    // the last tile's sums are about to be stored
+#define PTL_EXIT 7     // stored
+
 template <int AR, bool RES>
 __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
-                                          float* __restrict__ y, int M, int N, int K, int kpw, int nst) {
+                                          float* __restrict__ y, int M, int N, int K, int kpw, int nst,
+                                          u64* tl) {
   constexpr bool BIG = AR > 8;
   extern __shared__ __align__(128) unsigned char psm[];
   __shared__ float part[PNW][PMAX][8];
   __shared__ unsigned long long bars[PMAXST + 1];  // ring slots, then the resident a
+  STAMP(tl, PTL_ENTRY);
   pdl_trigger();
   const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
   const int g = lane >> 2, q = lane & 3;
@@ -121,8 +133,10 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
   };
 #pragma unroll 1
   for (int j = 0; j < nst; ++j) issue_w(j);
+  STAMP(tl, PTL_ISSUED);
 
   pdl_wait();  // a may be the previous kernel's output; y may still be read by it
+  STAMP(tl, PTL_WAITED);
 
   if (RES) {
     if (threadIdx.x == 0) mbar_expect_tx(&bars[PMAXST], 2u * (u32)K * mrows);
@@ -130,6 +144,7 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
       for (int r = warp; r < mrows; r += PNW)
         bulk_copy(ares + r * arow, a + (size_t)(m0 + r) * K, 2u * (u32)K, &bars[PMAXST]);
     mbar_wait(&bars[PMAXST], 0);
+    STAMP(tl, PTL_A);
   } else {
 #pragma unroll 1
     for (int j = 0; j < nst; ++j) issue_a(j);
@@ -141,6 +156,8 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
 #pragma unroll 1
   for (int j = 0; j < nq; ++j) {
     mbar_wait(&bars[j % nst], (u32)(j / nst) & 1u);
+    if (j == 0) STAMP(tl, PTL_FIRST);
+    if (j == nq - 1) STAMP(tl, PTL_LAST);
     const int c = j % nch;
     const unsigned char* slot = psm + (j % nst) * ss;
 #pragma unroll 1
@@ -178,6 +195,7 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
       part[warp][g + 8][2 * q] = d[2];
       part[warp][g + 8][2 * q + 1] = d[3];
       __syncthreads();
+      if (j == nq - 1) STAMP(tl, PTL_STORE);
       if (threadIdx.x < PMAX * 8) {
         const int r = threadIdx.x / 8, cc = threadIdx.x % 8;
         const int n = n0 + cc;
@@ -194,14 +212,17 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
     issue_w(j + nst);
     if (!RES) issue_a(j + nst);
   }
+  STAMP(tl, PTL_EXIT);
 }
 
 // (rows of a, resident a). The launch gives the stage width (kpw k-blocks per warp) and the ring
 // depth (nst <= PMAXST) with the dynamic shared memory they need (engine.rs, `projection_plan`).
-#define PROJ_KERNEL(name, AR, RES)                                                                    \
-  extern "C" __global__ void __launch_bounds__(PNW * WARP, 1)                                         \
-      name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst) {       \
-    proj_body<AR, RES>(a, w, y, M, N, K, kpw, nst);                                                   \
+// `tl` is the timeline's stamp rows in MHC_TIMELINE builds (else unused; the engine passes null).
+#define PROJ_KERNEL(name, AR, RES)                                                            \
+  extern "C" __global__ void __launch_bounds__(PNW * WARP, 1)                                 \
+      name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst, \
+           u64* tl) {                                                                         \
+    proj_body<AR, RES>(a, w, y, M, N, K, kpw, nst, tl);                                       \
   }
 PROJ_KERNEL(mhc_projection_m4, 4, true)
 PROJ_KERNEL(mhc_projection_m8, 8, true)

@@ -221,3 +221,27 @@ extern "C" __global__ void mhc_node_probe() {
   pdl_trigger();
   pdl_wait();
 }
+
+// A pure read of w for the benchmark: what streaming the projection's weight costs with no
+// arithmetic, chained like the projection (it lets the next kernel start at once and waits for
+// the previous one only before its store). Each thread xors its 16-byte vectors, four loads in
+// flight at a time; a block stores only if its xor is zero, which keeps the loads.
+extern "C" __global__ void mhc_read_probe(const uint4* __restrict__ src, size_t n16, unsigned* out) {
+  pdl_trigger();
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  unsigned x = 0;
+  for (; i + 3 * stride < n16; i += 4 * stride) {
+    uint4 v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) v[u] = __ldg(src + i + u * stride);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) x ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  for (; i < n16; i += stride) {
+    const uint4 v = __ldg(src + i);
+    x ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  pdl_wait();
+  if (x == 0) out[blockIdx.x] = 1u;
+}
