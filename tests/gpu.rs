@@ -252,16 +252,31 @@ fn every_plan_gives_the_same_bits() {
     e.set_plan_override(None);
 }
 
-/// Every projection plan (stage width, ring depth, one slot or eight) gives the bits of the
-/// default plan, at shapes where blocks own 4-row and 8-row tiles, several tiles and a part of a
-/// stage (K = 4104), for resident and staged rows of a.
+/// Every projection plan (stage width, ring depth, one slot or eight, one to three n-tiles per
+/// block, the heuristic's and the measured table's) gives the bits of the default plan, at shapes with a part tile (N = 300, 1000, 33),
+/// several tiles per block and a part of a stage (K = 4104), for resident and staged rows of a.
 #[test]
 fn every_projection_plan_gives_the_same_bits() {
     gpu!(e, PathChoice::Fused);
     let c = cfg(4, 5120);
-    let plans: [(u32, u32); 6] = [(1, 1), (1, 8), (2, 2), (3, 1), (4, 2), (5, 1)];
+    let plans: [(u32, u32, u32); 10] = [
+        (0, 0, 0),
+        (1, 1, 0),
+        (1, 8, 0),
+        (2, 2, 0),
+        (3, 1, 0),
+        (4, 2, 0),
+        (5, 1, 0),
+        (0, 0, 1),
+        (2, 2, 2),
+        (1, 3, 3),
+    ];
+    // (2, 2560, 4096) and (4, 1024, 5120) take measured plans by default (plan.rs); (0, 0, 0) is
+    // the heuristic's.
     for (m, n, k) in [
         (1, 2560, 7168),
+        (2, 2560, 4096),
+        (4, 1024, 5120),
         (4, 300, 4104),
         (7, 1000, 5120),
         (16, 2048, 4096),
@@ -301,7 +316,7 @@ fn every_projection_plan_gives_the_same_bits() {
             );
             ran += 1;
         }
-        assert!(ran >= 3, "M={m} N={n} K={k}: only {ran} plans ran");
+        assert!(ran >= 5, "M={m} N={n} K={k}: only {ran} plans ran");
     }
     e.set_projection_plan_override(None);
 }

@@ -265,10 +265,10 @@ pub struct CudaEngine {
     path: std::cell::Cell<PathChoice>,
     pdl: std::cell::Cell<bool>,
     plan_override: std::cell::Cell<Option<plan::PlanOverride>>,
-    proj_plan_override: std::cell::Cell<Option<(u32, u32)>>,
+    proj_plan_override: std::cell::Cell<Option<plan::ProjOverride>>,
     /// `MHC_PLAN` and `MHC_PROJ_PLAN`, read once here rather than in every call.
     env_plan: Option<plan::PlanOverride>,
-    env_proj_plan: Option<(u32, u32)>,
+    env_proj_plan: Option<plan::ProjOverride>,
     instrumented: bool,
     timeline: RefCell<Timeline>,
     ws: RefCell<Workspace>,
@@ -323,10 +323,11 @@ impl CudaEngine {
         self.plan_override.set(p);
     }
 
-    /// Forces the projection's plan (`kpw` k-blocks per warp per stage, `nst` ring slots) instead
-    /// of the heuristic (and of `MHC_PROJ_PLAN`); `None` restores it. A plan that does not fit
-    /// the shared memory makes the call fail. Every plan computes the same bits.
-    pub fn set_projection_plan_override(&self, p: Option<(u32, u32)>) {
+    /// Forces the projection's plan (`kpw` k-blocks per warp per stage, `nst` ring slots, `tpb`
+    /// n-tiles per block; see `plan::ProjOverride`) instead of the heuristic (and of
+    /// `MHC_PROJ_PLAN`); `None` restores it. A plan that does not fit the shared memory makes the
+    /// call fail. Every plan computes the same bits.
+    pub fn set_projection_plan_override(&self, p: Option<plan::ProjOverride>) {
         self.proj_plan_override.set(p);
     }
 
@@ -836,18 +837,18 @@ impl CudaEngine {
             }
             Op::Projection => {
                 let p = &call.proj;
-                // One block per multiprocessor, each owning whole n-tiles of 8 rows of w
-                // (kernels/projection.cu); the plan picks the variant (rows of a resident or
-                // staged), the stage width and the ring depth. The arithmetic depends on K only.
-                let tiles = p.n.div_ceil(8);
-                let blocks = tiles.min(self.dev.info.sm_count as usize);
-                let grid = (blocks as u32, p.m.div_ceil(16) as u32, 1);
+                // Blocks that each own whole n-tiles of 8 rows of w (kernels/projection.cu); the
+                // plan picks the variant (rows of a resident or staged), the stage width, the ring
+                // depth and the grid. The arithmetic depends on K only.
                 let pp = plan::projection_plan(
                     p.m,
                     p.k,
+                    p.n,
+                    self.dev.info.sm_count,
                     self.dev.max_dynamic_smem("mhc_projection_m16")? as usize,
                     self.proj_plan_override.get().or(self.env_proj_plan),
                 )?;
+                let grid = (pp.blocks, p.m.div_ceil(16) as u32, 1);
                 return unsafe {
                     self.run_ex(
                         pp.kernel,

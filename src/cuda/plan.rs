@@ -213,32 +213,55 @@ pub fn workspace_need(shape: KernelShape, t: usize, p: &SeamPlan) -> (usize, usi
 
 /// The compressor projection's launch (kernels/projection.cu): which variant, how many k-blocks
 /// each warp takes per stage (`kpw`: the stage is `kpw * 1024` columns of 8 rows of w, one bulk
-/// copy per row), how many ring slots (`nst`), and the dynamic shared memory. Every plan computes
-/// the same bits (the k order depends on K only), so it is chosen for speed alone;
-/// `MHC_PROJ_PLAN=kpw,nst` overrides the heuristic (for tuning).
+/// copy per row), how many ring slots (`nst`), the dynamic shared memory, and how many blocks
+/// (each owns a contiguous share of the n-tiles of 8 rows). Every plan computes the same bits
+/// (the k order depends on K only), so it is chosen for speed alone; `MHC_PROJ_PLAN=kpw,nst[,tpb]`
+/// overrides the heuristic (for tuning).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProjPlan {
     pub kernel: &'static str,
     pub kpw: u32,
     pub nst: u32,
     pub smem: u32,
+    pub blocks: u32,
 }
+
+/// A forced projection plan: (kpw, nst, tpb). kpw = nst = 0 keeps the heuristic's stage and ring;
+/// tpb = 0 keeps its grid, else the grid is ceil(n-tiles / tpb) blocks (several may share an SM).
+pub type ProjOverride = (u32, u32, u32);
+
+/// Plans measured faster than the heuristic on the H200 (132 SMs) at M <= 4, by at least 4 % at
+/// each of M = 1, 2, 4 in one run (PERF_NOTES.md attempt 21): (K, N) -> (kpw, nst, tpb) as in
+/// `ProjOverride`. Where a tile is one stage (K <= 5120), a grid of half the SMs at N = 1024 lets
+/// consecutive calls run on disjoint SMs, and at N = 2560 two blocks of two tiles each share an
+/// SM; at K = 7168 the heuristic stays the fastest.
+const PROJ_TUNED_H200: [((usize, usize), ProjOverride); 5] = [
+    ((4096, 1024), (0, 0, 2)),
+    ((5120, 1024), (0, 0, 2)),
+    ((4096, 2048), (2, 2, 0)),
+    ((4096, 2560), (2, 2, 2)),
+    ((5120, 2560), (2, 2, 2)),
+];
 
 /// Most ring slots (PMAXST in kernels/projection.cu).
 const PROJ_MAX_SLOTS: usize = 8;
 /// Widest stage the heuristic picks, in k-blocks per warp (copies of up to 16 KB per row).
 const PROJ_MAX_KPW: usize = 8;
 
-/// The projection plan for `m` rows of a and `k` columns, within `budget` bytes of dynamic shared
-/// memory. Rows of a stay resident (the whole K) at m <= 8 when they fit beside a ring of two
-/// one-k-block stages; otherwise they travel with each stage (the 16-row variant). The stage is
-/// as wide as the ring allows with two slots, up to 8 k-blocks per warp and never wider than K:
-/// on the H200 the copy count, not the ring depth, bounded the throughput (PERF_NOTES.md).
+/// The projection plan for `m` rows of a, `k` columns and `n` rows of w on `sms` multiprocessors,
+/// within `budget` bytes of dynamic shared memory. A measured entry of `PROJ_TUNED_H200` wins
+/// where it applies; otherwise the heuristic: rows of a stay resident (the whole K) at m <= 8 when
+/// they fit beside a ring of two one-k-block stages, else they travel with each stage (the 16-row
+/// variant); the stage is as wide as the ring allows with two slots, up to 8 k-blocks per warp
+/// and never wider than K (on the H200 the copy count, not the ring depth, bounded the
+/// throughput, PERF_NOTES.md); one block per SM at most, each with whole n-tiles.
 pub fn projection_plan(
     m: usize,
     k: usize,
+    n: usize,
+    sms: u32,
     budget: usize,
-    forced: Option<(u32, u32)>,
+    forced: Option<ProjOverride>,
 ) -> Result<ProjPlan> {
     let row = |kpw: usize| kpw * 2048 + 64;
     let (mut kernel, mut ar, mut res) = match m {
@@ -252,15 +275,24 @@ pub fn projection_plan(
     }
     let slot = |kpw: usize| (8 + if res { 0 } else { ar }) * row(kpw);
     let avail = budget.saturating_sub(if res { a_res(ar) } else { 0 });
-    let (kpw, nst) = match forced {
-        Some((kpw, nst)) => (kpw as usize, nst as usize),
-        None => {
+    let tiles = n.div_ceil(8).max(1);
+    // A measured plan where there is one (falling back to the heuristic if it does not fit).
+    let tuned = (forced.is_none() && sms == 132 && res && ar == 4)
+        .then(|| PROJ_TUNED_H200.iter().find(|e| e.0 == (k, n)))
+        .flatten();
+    if let Some(Ok(p)) = tuned.map(|e| projection_plan(m, k, n, sms, budget, Some(e.1))) {
+        return Ok(p);
+    }
+    let (kpw, nst, tpb) = match forced {
+        Some((kpw, nst, tpb)) if kpw != 0 || nst != 0 => (kpw as usize, nst as usize, tpb as usize),
+        _ => {
             let widest = k.div_ceil(1024).clamp(1, PROJ_MAX_KPW);
             let kpw = (1..=widest)
                 .rev()
                 .find(|&kpw| avail / slot(kpw) >= 2)
                 .unwrap_or(1);
-            (kpw, (avail / slot(kpw)).min(PROJ_MAX_SLOTS))
+            let tpb = forced.map_or(0, |f| f.2 as usize);
+            (kpw, (avail / slot(kpw)).min(PROJ_MAX_SLOTS), tpb)
         }
     };
     if kpw == 0 || !(1..=PROJ_MAX_SLOTS).contains(&nst) || nst * slot(kpw) > avail {
@@ -270,17 +302,28 @@ pub fn projection_plan(
             budget
         )));
     }
+    // One block per SM, each with whole n-tiles, unless the override asks for tpb tiles a block.
+    let blocks = if tpb == 0 {
+        tiles.min(sms.max(1) as usize)
+    } else {
+        tiles.div_ceil(tpb)
+    };
     Ok(ProjPlan {
         kernel,
         kpw: kpw as u32,
         nst: nst as u32,
         smem: (nst * slot(kpw) + if res { a_res(ar) } else { 0 }) as u32,
+        blocks: blocks as u32,
     })
 }
 
-/// `MHC_PROJ_PLAN=kpw,nst`, if set (the engine reads it once, when it is created).
-pub fn projection_override() -> Result<Option<(u32, u32)>> {
-    Ok(env_numbers("MHC_PROJ_PLAN", "kpw,nst", 2)?.map(|v| (v[0], v[1])))
+/// `MHC_PROJ_PLAN=kpw,nst[,tpb]`, if set (the engine reads it once, when it is created).
+pub fn projection_override() -> Result<Option<ProjOverride>> {
+    let v = match env_numbers("MHC_PROJ_PLAN", "kpw,nst[,tpb]", 3) {
+        Ok(v) => v,
+        Err(_) => env_numbers("MHC_PROJ_PLAN", "kpw,nst[,tpb]", 2)?,
+    };
+    Ok(v.map(|v| (v[0], v[1], v.get(2).copied().unwrap_or(0))))
 }
 
 #[cfg(test)]
@@ -316,7 +359,7 @@ mod tests {
         let budget = 227 * 1024 - 4200;
         for m in [1, 3, 4, 5, 8, 9, 16, 17, 100] {
             for k in [8, 1000, 4096, 4104, 5120, 7168, 16384, 65536] {
-                let p = projection_plan(m, k, budget, None).unwrap();
+                let p = projection_plan(m, k, 2560, 132, budget, None).unwrap();
                 assert!(p.smem as usize <= budget, "{m} {k} {p:?}");
                 assert!((2..=8).contains(&p.nst) && p.kpw >= 1, "{m} {k} {p:?}");
                 // Rows of a up to 16 in the 16-row variant, to 4 or 8 in the resident ones.
@@ -328,24 +371,55 @@ mod tests {
                 assert!(m.min(16) <= rows, "{m} {k} {p:?}");
             }
         }
-        // The decode shapes keep a resident and stream w in copies of 8 KB or more.
+        // The heuristic keeps a resident at the decode shapes and streams w in copies of 8 KB or
+        // more (N = 3000: no measured entry).
         for k in [4096, 5120, 7168] {
-            let p = projection_plan(4, k, budget, None).unwrap();
+            let p = projection_plan(4, k, 3000, 132, budget, None).unwrap();
             assert_eq!(p.kernel, "mhc_projection_m4");
             assert!(p.kpw >= 4 && p.nst >= 2, "{k} {p:?}");
         }
         // Very long rows of a no longer fit beside the ring: they travel with the stages.
         assert_eq!(
-            projection_plan(2, 65536, budget, None).unwrap().kernel,
+            projection_plan(2, 65536, 2560, 132, budget, None)
+                .unwrap()
+                .kernel,
             "mhc_projection_m16"
         );
         // A forced plan that does not fit is an error, not a silent change.
-        assert!(projection_plan(1, 4096, budget, Some((8, 8))).is_err());
-        assert!(projection_plan(1, 4096, budget, Some((1, 0))).is_err());
-        assert!(projection_plan(1, 4096, budget, Some((0, 1))).is_err());
+        let pp = |m, k, n, f| projection_plan(m, k, n, 132, budget, f);
+        assert!(pp(1, 4096, 2560, Some((8, 8, 0))).is_err());
+        assert!(pp(1, 4096, 2560, Some((1, 0, 0))).is_err());
+        assert!(pp(1, 4096, 2560, Some((0, 1, 0))).is_err());
+        assert_eq!(pp(1, 4096, 2560, Some((1, 4, 0))).unwrap().nst, 4);
+        // The grid: one block per SM at most by default; ceil(tiles / tpb) when forced.
+        assert_eq!(pp(1, 7168, 2560, None).unwrap().blocks, 132);
+        assert_eq!(pp(1, 4096, 1000, None).unwrap().blocks, 125);
+        assert_eq!(pp(1, 4096, 2560, Some((0, 0, 2))).unwrap().blocks, 160);
+        assert_eq!(pp(1, 4096, 2560, Some((2, 2, 1))).unwrap().blocks, 320);
         assert_eq!(
-            projection_plan(1, 4096, budget, Some((1, 4))).unwrap().nst,
-            4
+            pp(1, 7168, 2560, Some((0, 0, 2))).unwrap().kpw,
+            pp(1, 7168, 2560, None).unwrap().kpw
         );
+        // The measured table applies on 132 SMs at M <= 4 only, and every entry fits.
+        for ((k, n), (_, _, tpb)) in PROJ_TUNED_H200 {
+            let tiles = n.div_ceil(8);
+            let want = if tpb == 0 {
+                tiles.min(132)
+            } else {
+                tiles.div_ceil(tpb as usize)
+            };
+            for m in [1, 4] {
+                assert_eq!(
+                    pp(m, k, n, None).unwrap().blocks as usize,
+                    want,
+                    "{k} {n} {m}"
+                );
+            }
+            let other = projection_plan(1, k, n, 114, budget, None).unwrap();
+            assert_eq!(other.blocks as usize, tiles.min(114));
+            assert_eq!(pp(8, k, n, None).unwrap().blocks as usize, tiles.min(132));
+        }
+        let p = pp(4, 4096, 2560, None).unwrap();
+        assert_eq!((p.kpw, p.nst, p.blocks), (2, 2, 160));
     }
 }

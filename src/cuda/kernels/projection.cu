@@ -2,8 +2,9 @@
 // (SPEC section 7). At decode M is 1..16 and the op is one pass over w, so the kernel is built to
 // keep the memory system busy from the first cycle of the call to the last:
 //
-// - one block per multiprocessor (gridDim.x = min(SMs, n-tiles)); block b owns the contiguous
-//   n-tiles [b*NT/G, (b+1)*NT/G) of 8 rows of w each, and all of K for them. Its work is a
+// - G = gridDim.x blocks (by default one per multiprocessor, min(SMs, n-tiles); the plan may
+//   ask for more, sharing SMs, or fewer); block b owns the contiguous n-tiles
+//   [b*NT/G, (b+1)*NT/G) of 8 rows of w each, and all of K for them. Its work is a
 //   sequence of stages (tile, kpw * 1024 columns) that travel through a ring of nst
 //   shared-memory slots (nst >= 1), each refilled with the stage nst places later as soon as
 //   every warp is done with it, by bulk copies (the TMA unit), one copy per row of w, issued by lane 0 of warp r for row r and completed on the slot's
