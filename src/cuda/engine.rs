@@ -845,6 +845,7 @@ impl CudaEngine {
                     p.k,
                     p.n,
                     self.dev.info.sm_count,
+                    self.pdl.get(),
                     self.dev.max_dynamic_smem("mhc_projection_m16")? as usize,
                     self.proj_plan_override.get().or(self.env_proj_plan),
                 )?;

@@ -231,16 +231,18 @@ pub struct ProjPlan {
 pub type ProjOverride = (u32, u32, u32);
 
 /// Plans measured faster than the heuristic on the H200 (132 SMs) at M <= 4, by at least 4 % at
-/// each of M = 1, 2, 4 in one run (PERF_NOTES.md attempt 21): (K, N) -> (kpw, nst, tpb) as in
-/// `ProjOverride`. Where a tile is one stage (K <= 5120), a grid of half the SMs at N = 1024 lets
-/// consecutive calls run on disjoint SMs, and at N = 2560 two blocks of two tiles each share an
-/// SM; at K = 7168 the heuristic stays the fastest.
-const PROJ_TUNED_H200: [((usize, usize), ProjOverride); 5] = [
-    ((4096, 1024), (0, 0, 2)),
-    ((5120, 1024), (0, 0, 2)),
-    ((4096, 2048), (2, 2, 0)),
-    ((4096, 2560), (2, 2, 2)),
-    ((5120, 2560), (2, 2, 2)),
+/// each of M = 1, 2, 4 in one run and again in the next (PERF_NOTES.md attempt 21):
+/// (K, N) -> (kpw, nst, tpb) as in `ProjOverride`, and whether the entry needs programmatic
+/// dependent launch. Where a tile is one stage (K <= 5120), a grid of half the SMs at N = 1024
+/// lets consecutive calls run on disjoint SMs (with PDL only: without it, half the SMs idle, 16-24 %
+/// slower), and at N = 2560 two blocks of two tiles each share an SM; at K = 7168 the heuristic
+/// stays the fastest.
+const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool); 5] = [
+    ((4096, 1024), (0, 0, 2), true),
+    ((5120, 1024), (0, 0, 2), true),
+    ((4096, 2048), (2, 2, 0), false),
+    ((4096, 2560), (2, 2, 2), false),
+    ((5120, 2560), (2, 2, 2), false),
 ];
 
 /// Most ring slots (PMAXST in kernels/projection.cu).
@@ -255,11 +257,13 @@ const PROJ_MAX_KPW: usize = 8;
 /// variant); the stage is as wide as the ring allows with two slots, up to 8 k-blocks per warp
 /// and never wider than K (on the H200 the copy count, not the ring depth, bounded the
 /// throughput, PERF_NOTES.md); one block per SM at most, each with whole n-tiles.
+#[allow(clippy::too_many_arguments)]
 pub fn projection_plan(
     m: usize,
     k: usize,
     n: usize,
     sms: u32,
+    pdl: bool,
     budget: usize,
     forced: Option<ProjOverride>,
 ) -> Result<ProjPlan> {
@@ -278,9 +282,13 @@ pub fn projection_plan(
     let tiles = n.div_ceil(8).max(1);
     // A measured plan where there is one (falling back to the heuristic if it does not fit).
     let tuned = (forced.is_none() && sms == 132 && res && ar == 4)
-        .then(|| PROJ_TUNED_H200.iter().find(|e| e.0 == (k, n)))
+        .then(|| {
+            PROJ_TUNED_H200
+                .iter()
+                .find(|e| e.0 == (k, n) && (pdl || !e.2))
+        })
         .flatten();
-    if let Some(Ok(p)) = tuned.map(|e| projection_plan(m, k, n, sms, budget, Some(e.1))) {
+    if let Some(Ok(p)) = tuned.map(|e| projection_plan(m, k, n, sms, pdl, budget, Some(e.1))) {
         return Ok(p);
     }
     let (kpw, nst, tpb) = match forced {
@@ -359,7 +367,7 @@ mod tests {
         let budget = 227 * 1024 - 4200;
         for m in [1, 3, 4, 5, 8, 9, 16, 17, 100] {
             for k in [8, 1000, 4096, 4104, 5120, 7168, 16384, 65536] {
-                let p = projection_plan(m, k, 2560, 132, budget, None).unwrap();
+                let p = projection_plan(m, k, 2560, 132, true, budget, None).unwrap();
                 assert!(p.smem as usize <= budget, "{m} {k} {p:?}");
                 assert!((2..=8).contains(&p.nst) && p.kpw >= 1, "{m} {k} {p:?}");
                 // Rows of a up to 16 in the 16-row variant, to 4 or 8 in the resident ones.
@@ -374,19 +382,19 @@ mod tests {
         // The heuristic keeps a resident at the decode shapes and streams w in copies of 8 KB or
         // more (N = 3000: no measured entry).
         for k in [4096, 5120, 7168] {
-            let p = projection_plan(4, k, 3000, 132, budget, None).unwrap();
+            let p = projection_plan(4, k, 3000, 132, true, budget, None).unwrap();
             assert_eq!(p.kernel, "mhc_projection_m4");
             assert!(p.kpw >= 4 && p.nst >= 2, "{k} {p:?}");
         }
         // Very long rows of a no longer fit beside the ring: they travel with the stages.
         assert_eq!(
-            projection_plan(2, 65536, 2560, 132, budget, None)
+            projection_plan(2, 65536, 2560, 132, true, budget, None)
                 .unwrap()
                 .kernel,
             "mhc_projection_m16"
         );
         // A forced plan that does not fit is an error, not a silent change.
-        let pp = |m, k, n, f| projection_plan(m, k, n, 132, budget, f);
+        let pp = |m, k, n, f| projection_plan(m, k, n, 132, true, budget, f);
         assert!(pp(1, 4096, 2560, Some((8, 8, 0))).is_err());
         assert!(pp(1, 4096, 2560, Some((1, 0, 0))).is_err());
         assert!(pp(1, 4096, 2560, Some((0, 1, 0))).is_err());
@@ -401,8 +409,11 @@ mod tests {
             pp(1, 7168, 2560, None).unwrap().kpw
         );
         // The measured table applies on 132 SMs at M <= 4 only, and every entry fits.
-        for ((k, n), (_, _, tpb)) in PROJ_TUNED_H200 {
+        for ((k, n), (_, _, tpb), pdl_only) in PROJ_TUNED_H200 {
             let tiles = n.div_ceil(8);
+            // Entries that need PDL give way to the heuristic without it.
+            let no_pdl = projection_plan(1, k, n, 132, false, budget, None).unwrap();
+            assert_eq!(no_pdl.blocks == tiles.min(132) as u32, pdl_only || tpb == 0);
             let want = if tpb == 0 {
                 tiles.min(132)
             } else {
@@ -415,7 +426,7 @@ mod tests {
                     "{k} {n} {m}"
                 );
             }
-            let other = projection_plan(1, k, n, 114, budget, None).unwrap();
+            let other = projection_plan(1, k, n, 114, true, budget, None).unwrap();
             assert_eq!(other.blocks as usize, tiles.min(114));
             assert_eq!(pp(8, k, n, None).unwrap().blocks as usize, tiles.min(132));
         }
