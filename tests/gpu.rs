@@ -253,8 +253,9 @@ fn every_plan_gives_the_same_bits() {
 }
 
 /// Every projection plan (stage width, ring depth, one slot or eight, one to three n-tiles per
-/// block, the heuristic's and the measured table's) gives the bits of the default plan, at shapes with a part tile (N = 300, 1000, 33),
-/// several tiles per block and a part of a stage (K = 4104), for resident and staged rows of a.
+/// block, the heuristic's and the measured table's) gives the bits of the default plan, at shapes
+/// with a part tile (N = 300, 1000, 33), several tiles per block and a part of a stage
+/// (K = 4104), for resident and staged rows of a.
 #[test]
 fn every_projection_plan_gives_the_same_bits() {
     gpu!(e, PathChoice::Fused);

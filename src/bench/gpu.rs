@@ -665,26 +665,38 @@ pub fn seam_timeline(
                 .plan_for(crate::Op::Seam, t, cfg.hidden)?
                 .ok_or_else(|| Error::Unsupported("no fused plan for the timeline".into()))?;
             let per_seam = (plan.nrec * plan.grid_y + plan.tiles) as usize;
-            let cap = seams * per_seam * S * 2;
-            let mut buf = e.zeros::<u64>(cap)?;
-            e.set_timeline(Some((buf.ptr(), cap)))?;
-            let graph = e.capture(|e| chain.run(e, cfg, t, &weights).map(|_| ()));
-            let log = e.timeline_log();
-            e.set_timeline(None)?;
-            let graph = graph?;
-            for _ in 0..20 {
-                graph.launch()?;
-            }
-            e.sync()?;
-            buf.write(&vec![0u64; cap])?;
-            graph.launch()?;
-            let st = buf.to_host()?;
+            let (log, st) = replay_stamps(e, seams * per_seam * S * 2, |e| {
+                chain.run(e, cfg, t, &weights).map(|_| ())
+            })?;
             out.push(analyse(cfg, t, pdl, &log, &st, seams));
         }
     }
     e.set_path(saved);
     e.set_pdl(saved_pdl);
     Ok(out)
+}
+
+/// Captures what `enqueue` launches into a graph with a stamp buffer of `cap` u64 elements
+/// attached, replays it 20 times to warm up, then once more on a zeroed buffer, and returns the
+/// launches' stamp rows and the stamps of that last replay.
+fn replay_stamps(
+    e: &CudaEngine,
+    cap: usize,
+    enqueue: impl FnOnce(&CudaEngine) -> Result<()>,
+) -> Result<(Vec<crate::cuda::TimelineLaunch>, Vec<u64>)> {
+    let mut buf = e.zeros::<u64>(cap)?;
+    e.set_timeline(Some((buf.ptr(), cap)))?;
+    let graph = e.capture(enqueue);
+    let log = e.timeline_log();
+    e.set_timeline(None)?;
+    let graph = graph?;
+    for _ in 0..20 {
+        graph.launch()?;
+    }
+    e.sync()?;
+    buf.write(&vec![0u64; cap])?;
+    graph.launch()?;
+    Ok((log, buf.to_host()?))
 }
 
 fn analyse(
@@ -909,20 +921,9 @@ pub fn projection_timeline(
         e.set_pdl(pdl);
         call(0)?;
         e.sync()?;
-        let cap = calls * e.info().sm_count as usize * m.div_ceil(16) * S * 2;
-        let mut buf = e.zeros::<u64>(cap)?;
-        e.set_timeline(Some((buf.ptr(), cap)))?;
-        let graph = e.capture(|_| (0..calls).try_for_each(call));
-        let log = e.timeline_log();
-        e.set_timeline(None)?;
-        let graph = graph?;
-        for _ in 0..20 {
-            graph.launch()?;
-        }
-        e.sync()?;
-        buf.write(&vec![0u64; cap])?;
-        graph.launch()?;
-        let st = buf.to_host()?;
+        // Room for every launch: a plan has at most one block per n-tile.
+        let cap = calls * n.div_ceil(8) * m.div_ceil(16) * S * 2;
+        let (log, st) = replay_stamps(e, cap, |_| (0..calls).try_for_each(call))?;
         let gt = |l: &crate::cuda::TimelineLaunch, b: usize, slot: usize| {
             st[l.offset + (b * S + slot) * 2]
         };
