@@ -80,7 +80,7 @@ fn default_shape(t: usize) -> (u32, u32, u32, bool) {
 }
 
 /// An environment override of `n` comma-separated integers (`what` names them), if set.
-fn env_numbers(name: &str, what: &str, n: usize) -> Result<Option<Vec<u32>>> {
+fn env_numbers(name: &str, what: &str, lens: &[usize]) -> Result<Option<Vec<u32>>> {
     let Ok(s) = std::env::var(name) else {
         return Ok(None);
     };
@@ -90,7 +90,7 @@ fn env_numbers(name: &str, what: &str, n: usize) -> Result<Option<Vec<u32>>> {
         .map(|x| x.trim().parse::<u32>())
         .collect::<std::result::Result<_, _>>()
         .map_err(|_| bad())?;
-    if v.len() != n {
+    if !lens.contains(&v.len()) {
         return Err(bad());
     }
     Ok(Some(v))
@@ -98,7 +98,7 @@ fn env_numbers(name: &str, what: &str, n: usize) -> Result<Option<Vec<u32>>> {
 
 /// `MHC_PLAN=W,warps,tt,gridy`, if set (the engine reads it once, when it is created).
 pub fn seam_override() -> Result<Option<PlanOverride>> {
-    Ok(env_numbers("MHC_PLAN", "W,warps,tt,gridy", 4)?.map(|v| (v[0], v[1], v[2], v[3])))
+    Ok(env_numbers("MHC_PLAN", "W,warps,tt,gridy", &[4])?.map(|v| (v[0], v[1], v[2], v[3])))
 }
 
 /// A forced launch shape (W, warps, tt, gridy; gridy 0: one block row per tile), as in
@@ -231,7 +231,8 @@ pub struct ProjPlan {
 pub type ProjOverride = (u32, u32, u32);
 
 /// Plans measured faster than the heuristic on the H200 (132 SMs) at M <= 4, by at least 4 % at
-/// each of M = 1, 2, 4 in one run and again in the next (PERF_NOTES.md attempt 21):
+/// each of M = 1, 2, 4 in one run and again in the next (PERF_NOTES.md attempt 21), applied on
+/// GPUs with 132 SMs (an H100 SXM has as many: not measured there):
 /// (K, N) -> (kpw, nst, tpb) as in `ProjOverride`, and whether the entry needs programmatic
 /// dependent launch. Where a tile is one stage (K <= 5120), a grid of half the SMs at N = 1024
 /// lets consecutive calls run on disjoint SMs (with PDL only: without it, half the SMs idle, 16-24 %
@@ -327,11 +328,8 @@ pub fn projection_plan(
 
 /// `MHC_PROJ_PLAN=kpw,nst[,tpb]`, if set (the engine reads it once, when it is created).
 pub fn projection_override() -> Result<Option<ProjOverride>> {
-    let v = match env_numbers("MHC_PROJ_PLAN", "kpw,nst[,tpb]", 3) {
-        Ok(v) => v,
-        Err(_) => env_numbers("MHC_PROJ_PLAN", "kpw,nst[,tpb]", 2)?,
-    };
-    Ok(v.map(|v| (v[0], v[1], v.get(2).copied().unwrap_or(0))))
+    Ok(env_numbers("MHC_PROJ_PLAN", "kpw,nst[,tpb]", &[2, 3])?
+        .map(|v| (v[0], v[1], v.get(2).copied().unwrap_or(0))))
 }
 
 #[cfg(test)]
