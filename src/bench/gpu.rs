@@ -374,11 +374,8 @@ pub fn projection_rows(
     let mmax = ms.iter().copied().max().unwrap_or(1);
     for &k in ks {
         for &n in ns {
-            let wbytes = n * k * 2;
-            let copies = (256usize << 20).div_ceil(wbytes).max(2);
-            let ws: Vec<DeviceBuffer<bf16>> = (0..copies)
-                .map(|i| e.upload(&random_bf16(n * k, 0.02, 100 + i as u64)))
-                .collect::<Result<_>>()?;
+            let ws = weight_copies(e, n, k, usize::MAX)?;
+            let copies = ws.len();
             let a = e.upload(&random_bf16(mmax * k, 1.0, 99))?;
             let y = e.zeros::<f32>(mmax * n)?;
             let yb = e.zeros::<bf16>(mmax * n)?;
@@ -396,20 +393,15 @@ pub fn projection_rows(
                         "fused",
                         pdl,
                         Box::new(move |i: usize| -> Result<()> {
-                            let call = crate::cuda::RawCall {
-                                op: crate::Op::Projection,
-                                t: m,
-                                io: Default::default(),
-                                w: Default::default(),
-                                proj: crate::cuda::RawProjection {
+                            let call =
+                                crate::cuda::RawCall::projection(crate::cuda::RawProjection {
                                     a: ap,
                                     w: wp[i],
                                     y: yp,
                                     m,
                                     n,
                                     k,
-                                },
-                            };
+                                });
                             // SAFETY: buffers hold m*k, n*k and m*n elements.
                             unsafe { e.launch_raw(cfg, &call, e.stream()) }.map(|_| ())
                         }),
@@ -453,6 +445,20 @@ pub fn projection_rows(
     }
     e.set_pdl(saved_pdl);
     Ok(rows)
+}
+
+/// Distinct random copies of an N x K bf16 w, enough (>= 256 MB, at least 2, at most `max`) that a
+/// graph rotating over them streams w from HBM rather than L2.
+fn weight_copies(
+    e: &CudaEngine,
+    n: usize,
+    k: usize,
+    max: usize,
+) -> Result<Vec<DeviceBuffer<bf16>>> {
+    let copies = (256usize << 20).div_ceil(n * k * 2).clamp(2, max.max(2));
+    (0..copies)
+        .map(|i| e.upload(&random_bf16(n * k, 0.02, 100 + i as u64)))
+        .collect()
 }
 
 /// The projection's bound without arithmetic: a graph of pure reads of the same rotating copies
@@ -891,27 +897,19 @@ pub fn projection_timeline(
 ) -> Result<Vec<ProjTimelineRow>> {
     use crate::cuda::TIMELINE_SLOTS as S;
     let cfg = crate::Preset::V41Flash.config();
-    let copies = (256usize << 20).div_ceil(n * k * 2).clamp(2, calls.max(2));
-    let ws: Vec<DeviceBuffer<bf16>> = (0..copies)
-        .map(|i| e.upload(&random_bf16(n * k, 0.02, 100 + i as u64)))
-        .collect::<Result<_>>()?;
+    let ws = weight_copies(e, n, k, calls)?;
+    let copies = ws.len();
     let a = e.upload(&random_bf16(m * k, 1.0, 99))?;
     let y = e.zeros::<f32>(m * n)?;
     let call = |i: usize| -> Result<()> {
-        let c = crate::cuda::RawCall {
-            op: crate::Op::Projection,
-            t: m,
-            io: Default::default(),
-            w: Default::default(),
-            proj: crate::cuda::RawProjection {
-                a: a.ptr(),
-                w: ws[i % copies].ptr(),
-                y: y.ptr(),
-                m,
-                n,
-                k,
-            },
-        };
+        let c = crate::cuda::RawCall::projection(crate::cuda::RawProjection {
+            a: a.ptr(),
+            w: ws[i % copies].ptr(),
+            y: y.ptr(),
+            m,
+            n,
+            k,
+        });
         // SAFETY: the buffers hold m*k, n*k and m*n elements.
         unsafe { e.launch_raw(&cfg, &c, e.stream()) }.map(|_| ())
     };

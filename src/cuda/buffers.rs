@@ -190,20 +190,14 @@ impl CudaEngine {
         Error::check_len("a", &[m, k], a.len())?;
         Error::check_len("w", &[n, k], w.len())?;
         Error::check_len("out", &[m, n], y.len())?;
-        let call = RawCall {
-            op: Op::Projection,
-            t: m,
-            io: RawIo::default(),
-            w: RawWeights::default(),
-            proj: RawProjection {
-                a: a.ptr(),
-                w: w.ptr(),
-                y: y.ptr(),
-                m,
-                n,
-                k,
-            },
-        };
+        let call = RawCall::projection(RawProjection {
+            a: a.ptr(),
+            w: w.ptr(),
+            y: y.ptr(),
+            m,
+            n,
+            k,
+        });
         // SAFETY: lengths checked above.
         unsafe { self.launch_raw(cfg, &call, self.stream()) }
     }

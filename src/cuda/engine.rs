@@ -197,6 +197,19 @@ pub struct RawCall {
     pub proj: RawProjection,
 }
 
+impl RawCall {
+    /// A projection call: y [m,n] f32 = a [m,k] . w [n,k]^T (no seam tensors or weights).
+    pub fn projection(p: RawProjection) -> Self {
+        RawCall {
+            op: Op::Projection,
+            t: p.m,
+            io: RawIo::default(),
+            w: RawWeights::default(),
+            proj: p,
+        }
+    }
+}
+
 /// The fused kernels' parameter block (mirrors `struct FusedParams` in kernels/seam.cu).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
