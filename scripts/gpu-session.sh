@@ -112,10 +112,14 @@ if want projtune; then
   done
 fi
 if [[ " $STEPS " == *" projab "* ]]; then  # explicit only (needs AB_BIN)
-  # A/B in one run: this bundle's projection against another binary's (AB_BIN, e.g. .gpu/mhc-<commit>),
-  # alternating, PDL on, shapes from PROJ_ARGS; cuBLAS once as the run's reference.
-  for round in 1 2; do
-    step projab-old-$round ${AB_BIN:?AB_BIN} bench --backend cuda --op projection --pdl on --no-baseline ${PROJ_ARGS:-} --json "$OUT/projab-old-$round.json"
+  # A/B in one run: this bundle's projection against other binaries' (AB_BIN: one or several,
+  # space-separated, e.g. ".gpu/mhc-e1 .gpu/mhc-e2"), alternating in AB_ROUNDS rounds (default 2),
+  # PDL on, shapes from PROJ_ARGS; cuBLAS once as the run's reference. JSON: projab-<name>-<round>.
+  for round in $(seq 1 ${AB_ROUNDS:-2}); do
+    for bin in ${AB_BIN:?AB_BIN}; do
+      name=$(basename "$bin")
+      step projab-$name-$round $bin bench --backend cuda --op projection --pdl on --no-baseline ${PROJ_ARGS:-} --json "$OUT/projab-$name-$round.json"
+    done
     step projab-new-$round $B/mhc bench --backend cuda --op projection --pdl on $([ $round = 1 ] || echo --no-baseline) ${PROJ_ARGS:-} --json "$OUT/projab-new-$round.json"
   done
 fi

@@ -379,7 +379,61 @@ fn deterministic_and_batch_invariant() {
     }
 }
 
-/// The inputs of tokens [start, start + len) of a seam input set.
+/// Batch invariance at every row: for each op of the seam family (norm on, MXFP8 where the op has
+/// a layer input), every token of a batch of 128 gives, in every output tensor, the bits it gives
+/// when it runs alone (T = 1: another launch plan).
+#[test]
+fn every_row_of_a_batch_of_128_matches_the_token_alone() {
+    use mhc::tensor::TensorData;
+    gpu!(e, PathChoice::Auto);
+    let t = 128;
+    let rows_of = |x: &mhc::tensor::HostTensor| -> Vec<u32> {
+        match &x.data {
+            TensorData::BF16(v) => v.iter().map(|b| b.to_bits() as u32).collect(),
+            TensorData::F32(v) => v.iter().map(|f| f.to_bits()).collect(),
+            TensorData::U8(v) => v.iter().map(|&b| b as u32).collect(),
+        }
+    };
+    for h in [5120, 7168] {
+        let c = cfg(4, h);
+        for op in SEAM_FAMILY {
+            let spec = InputSpec {
+                op,
+                t,
+                norm: op != Op::Head,
+                proj_nk: (0, 0),
+            };
+            let fp8 = op.has_layer_input();
+            let m = synth::inputs(&c, &spec, (h * 7 + op as usize) as u64);
+            let args = OpArgs::from_map(op, &c, &m, fp8).unwrap();
+            let all = e.execute(&args).unwrap().0.to_map(&args).unwrap();
+            assert!(!all.is_empty(), "{op}: no outputs");
+            for row in 0..t {
+                let one_in = slice_tokens(&m, &c, row, 1);
+                let one_args = OpArgs::from_map(op, &c, &one_in, fp8).unwrap();
+                let one = e.execute(&one_args).unwrap().0.to_map(&one_args).unwrap();
+                assert_eq!(
+                    one.keys().collect::<Vec<_>>(),
+                    all.keys().collect::<Vec<_>>(),
+                    "{op}"
+                );
+                for (name, x) in &all {
+                    assert_eq!(x.shape[0], t, "{op} {name} {:?}", x.shape);
+                    let (xa, xo) = (rows_of(x), rows_of(&one[name]));
+                    let w = xa.len() / t;
+                    assert_eq!(xo.len(), w, "{op} {name}");
+                    assert!(
+                        xa[row * w..(row + 1) * w] == xo[..],
+                        "{op} H={h}: {name} of row {row} in a batch of {t} differs from the token alone"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The inputs of tokens [start, start + len) of a seam input set (the per-token tensors the op
+/// takes; the weights are shared).
 fn slice_tokens(
     m: &mhc::tensor::TensorMap,
     c: &mhc::Config,
@@ -395,7 +449,7 @@ fn slice_tokens(
         ("comb", c.n * c.n),
         ("pre", c.n),
     ] {
-        let t = &m[name];
+        let Some(t) = m.get(name) else { continue };
         let mut shape = t.shape.clone();
         shape[0] = len;
         let nt = match &t.data {
