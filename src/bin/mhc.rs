@@ -726,7 +726,7 @@ fn cmd_kernels(a: KernelsArgs) -> Result<bool> {
     let mut ok = true;
     let mut all = Vec::new();
     for m in cuda::kernels::ALL {
-        let c = cuda::nvrtc::compile(&m, &a.arch)?;
+        let c = cuda::nvrtc::compile_fresh(&m, &a.arch, &[])?;
         let rep = cuda::nvrtc::parse_report(&c.log);
         for f in m.functions {
             match rep.iter().find(|r| r.name == *f) {

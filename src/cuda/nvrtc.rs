@@ -85,12 +85,39 @@ pub fn compile(module: &KernelModule, arch: &str) -> Result<Compiled> {
 /// [`compile`] with preprocessor macros defined (`-D`), e.g. `MHC_TIMELINE` for the instrumented
 /// build of `mhc bench --timeline`. The macros are part of the cache key.
 pub fn compile_with(module: &KernelModule, arch: &str, defines: &[&str]) -> Result<Compiled> {
+    compile_opt(module, arch, defines, true, cache_dir())
+}
+
+/// [`compile_with`] with the cache in `dir` instead of [`cache_dir`].
+pub fn compile_cached_in(
+    module: &KernelModule,
+    arch: &str,
+    defines: &[&str],
+    dir: &std::path::Path,
+) -> Result<Compiled> {
+    compile_opt(module, arch, defines, true, Some(dir.to_path_buf()))
+}
+
+/// Compiles `module` with NVRTC now, never from the cache (the result still refreshes the cache):
+/// for checks of the compiler's own report (`mhc kernels`, the spill test), which must describe
+/// this compile and not an earlier one.
+pub fn compile_fresh(module: &KernelModule, arch: &str, defines: &[&str]) -> Result<Compiled> {
+    compile_opt(module, arch, defines, false, cache_dir())
+}
+
+fn compile_opt(
+    module: &KernelModule,
+    arch: &str,
+    defines: &[&str],
+    read_cache: bool,
+    dir: Option<PathBuf>,
+) -> Result<Compiled> {
     let ver = version()?;
     let src = module.full_source();
     let mut opts = options(arch);
     opts.extend(defines.iter().map(|d| format!("-D{d}")));
     let key = cache_key(&src, &opts, ver, arch);
-    let paths = cache_dir().map(|d| {
+    let paths = dir.map(|d| {
         let stem = format!("{}-{arch}-{}", module.name, &key[..24]);
         (
             d.join(format!("{stem}.cubin")),
@@ -98,9 +125,12 @@ pub fn compile_with(module: &KernelModule, arch: &str, defines: &[&str]) -> Resu
             d,
         )
     });
-    if let Some((cubin_p, log_p, _)) = &paths
+    // An entry counts only when its log holds the ptxas report of every kernel of the module.
+    if read_cache
+        && let Some((cubin_p, log_p, _)) = &paths
         && let (Ok(cubin), Ok(log)) = (std::fs::read(cubin_p), std::fs::read_to_string(log_p))
         && !cubin.is_empty()
+        && reports_every_function(module, &log)
     {
         return Ok(Compiled {
             cubin,
@@ -110,12 +140,23 @@ pub fn compile_with(module: &KernelModule, arch: &str, defines: &[&str]) -> Resu
     }
     let (cubin, log) = compile_uncached(module.name, &src, &opts, arch)?;
     if let Some((cubin_p, log_p, dir)) = &paths {
-        // A cache that cannot be written only costs a recompile next time.
+        // A cache that cannot be written only costs a recompile next time. Each file is written
+        // under a name of this process and thread and renamed into place (readers never see a part
+        // of a file), the log first: a CUBIN in place means its log is too.
+        let tag = format!(
+            "tmp{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        )
+        .replace(|c: char| !c.is_ascii_alphanumeric(), "");
         let _ = std::fs::create_dir_all(dir).and_then(|_| {
-            let tmp = cubin_p.with_extension(format!("tmp{}", std::process::id()));
-            std::fs::write(&tmp, &cubin)?;
-            std::fs::write(log_p, &log)?;
-            std::fs::rename(&tmp, cubin_p)
+            for (path, bytes) in [(log_p, log.as_bytes()), (cubin_p, &cubin[..])] {
+                let mut tmp = path.as_os_str().to_owned();
+                tmp.push(format!(".{tag}"));
+                std::fs::write(&tmp, bytes)?;
+                std::fs::rename(&tmp, path)?;
+            }
+            Ok(())
         });
     }
     Ok(Compiled {
@@ -123,6 +164,15 @@ pub fn compile_with(module: &KernelModule, arch: &str, defines: &[&str]) -> Resu
         log,
         cached: false,
     })
+}
+
+/// Whether `log` holds a ptxas report for every kernel of `module`.
+fn reports_every_function(module: &KernelModule, log: &str) -> bool {
+    let rep = parse_report(log);
+    module
+        .functions
+        .iter()
+        .all(|f| rep.iter().any(|r| r.name == *f))
 }
 
 fn compile_uncached(
