@@ -18,20 +18,22 @@
 // - per stage, warp wp computes k-blocks (of PKB columns) kb = wp mod PNW: lane (g, q) reads four
 //   16-byte vectors of w row g (k = 8q + 32v, v = 0..3, within the k-block) and the same vectors
 //   of a rows g and g+8, and runs the products on bf16 tensor cores (mma m16n8k16, f32
-//   accumulation; a bf16 x bf16 product is exact in f32). The k order inside an MMA is a fixed
-//   permutation applied to both operands. Staged rows are padded by 64 bytes so that the two rows
-//   of a quarter-warp's 16-byte loads fall in different banks;
+//   accumulation; a bf16 x bf16 product is exact in f32) into one accumulator per v (chains of
+//   two dependent MMAs per k-block, not eight), the four summed as (0 + 1) + (2 + 3) at the
+//   tile's end. The k order inside an MMA is a fixed permutation applied to both operands.
+//   Staged rows are padded by 64 bytes so that the two rows of a quarter-warp's 16-byte loads
+//   fall in different banks;
 // - after a tile's last stage the warps' partial tiles are summed in warp order through shared
 //   memory and stored.
 //
 // Row m's result depends only on row m of a, w and K: a warp's k-blocks (kb = wp mod PNW, in
-// ascending order), the MMA sequence and the warp order are fixed by K, never by M, m's position,
-// N, the tile's block, the stage width or the ring depth, so the result is deterministic and
-// batch-invariant. The variants differ only in how many rows of a they stage (4, 8 or 16; rows
-// past M are never read and enter the MMA as zeros) and where; an MMA row's result does not
-// depend on the other rows. M > 16 runs as several row blocks of 16 (gridDim.y). K >= 8: at
-// K = 0 a block has no stage and writes nothing, so the engine sends that call to the generic
-// kernel.
+// ascending order), the MMA sequence into each accumulator, the accumulators' sum and the warp
+// order are fixed by K, never by M, m's position, N, the tile's block, the stage width or the
+// ring depth, so the result is deterministic and batch-invariant. The variants differ only in
+// how many rows of a they stage (4, 8 or 16; rows past M are never read and enter the MMA as
+// zeros) and where; an MMA row's result does not depend on the other rows. M > 16 runs as
+// several row blocks of 16 (gridDim.y). K >= 8: at K = 0 a block has no stage and writes
+// nothing, so the engine sends that call to the generic kernel.
 
 #define PMAX 16   // rows of a per row block (the MMA's M)
 #define PKB 128   // columns per k-block
@@ -153,7 +155,7 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
 
   const bool a0ok = g < mrows, a1ok = BIG && g + 8 < mrows;
   const uint4 z = make_uint4(0, 0, 0, 0);
-  float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float d[4][4] = {};  // d[v]: the accumulator of vector v (the header)
 #pragma unroll 1
   for (int j = 0; j < nq; ++j) {
     mbar_wait(&bars[j % nst], (u32)(j / nst) & 1u);
@@ -177,24 +179,27 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
         if (BIG) av1[v] = kok && a1ok ? *(const uint4*)(sa_ + 8 * arow + 64 * v) : z;
       }
 #pragma unroll
-      for (int v = 0; v < 4; ++v) {
+      for (int u = 0; u < 2; ++u) {
 #pragma unroll
-        for (int u = 0; u < 2; ++u) {
+        for (int v = 0; v < 4; ++v) {
           const u32 af[4] = {word(av0[v], 2 * u), BIG ? word(av1[v], 2 * u) : 0u, word(av0[v], 2 * u + 1),
                              BIG ? word(av1[v], 2 * u + 1) : 0u};
           const u32 bf[2] = {word(wv[v], 2 * u), word(wv[v], 2 * u + 1)};
-          mma_bf16(d, af, bf);
+          mma_bf16(d[v], af, bf);
         }
       }
     }
     if (c == nch - 1) {
-      // The tile's partials, summed in warp order. d[0..1]: row g, columns 2q, 2q+1; d[2..3]:
+      // The tile's partials, summed in warp order. e[0..1]: row g, columns 2q, 2q+1; e[2..3]:
       // row g + 8. The next write to `part` follows this stage's closing barrier.
       const int n0 = (t0 + j / nch) * 8;
-      part[warp][g][2 * q] = d[0];
-      part[warp][g][2 * q + 1] = d[1];
-      part[warp][g + 8][2 * q] = d[2];
-      part[warp][g + 8][2 * q + 1] = d[3];
+      float e[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) e[i] = (d[0][i] + d[1][i]) + (d[2][i] + d[3][i]);
+      part[warp][g][2 * q] = e[0];
+      part[warp][g][2 * q + 1] = e[1];
+      part[warp][g + 8][2 * q] = e[2];
+      part[warp][g + 8][2 * q + 1] = e[3];
       __syncthreads();
       if (j == nq - 1) STAMP(tl, PTL_STORE);
       if (threadIdx.x < PMAX * 8) {
@@ -207,7 +212,8 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
           y[(size_t)(m0 + r) * N + n] = s;
         }
       }
-      d[0] = d[1] = d[2] = d[3] = 0.0f;
+#pragma unroll
+      for (int v = 0; v < 4; ++v) d[v][0] = d[v][1] = d[v][2] = d[v][3] = 0.0f;
     }
     __syncthreads();  // every thread is done with stage j: its slot takes stage j + nst
     issue_w(j + nst);
