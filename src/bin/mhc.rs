@@ -717,6 +717,10 @@ fn cmd_sample(a: SampleArgs) -> Result<()> {
 }
 
 fn cmd_kernels(a: KernelsArgs) -> Result<bool> {
+    // The report comes from ptxas, which a compile served from the CUDA driver's compute cache
+    // does not run (nvrtc::compile_fresh).
+    // SAFETY: set before this command starts any thread; nothing else reads the environment now.
+    unsafe { std::env::set_var("CUDA_CACHE_DISABLE", "1") };
     let v = cuda::nvrtc::version()?;
     println!("NVRTC {}.{}, target {}", v.0, v.1, a.arch);
     println!(
