@@ -106,8 +106,8 @@ pub fn compile_cached_in(
 /// (`~/.nv/ComputeCache`), and a compile served from it runs no ptxas and so has no resource report
 /// in its log (NVIDIA/cuda-python#1124; seen on the H200 machine, where the spill test failed with
 /// empty logs whenever the same kernels had been compiled before on that machine). A compile for
-/// the report therefore needs `CUDA_CACHE_DISABLE=1` in the environment: `mhc kernels` sets it, and
-/// the GPU session and CI scripts set it for the tests.
+/// the report therefore needs `CUDA_CACHE_DISABLE=1` in the environment: `mhc kernels` sets it,
+/// and the spill and timeline tests re-run themselves in a child process with it set.
 pub fn compile_fresh(module: &KernelModule, arch: &str, defines: &[&str]) -> Result<Compiled> {
     compile_opt(module, arch, defines, false, cache_dir())
 }
