@@ -253,31 +253,38 @@ fn every_plan_gives_the_same_bits() {
 }
 
 /// Every projection plan (stage width, ring depth, one slot or eight, one to three n-tiles per
-/// block, the heuristic's and the measured table's) gives the bits of the default plan, at shapes
+/// block, n-tiles of 8 or 16 rows of w (the operands swapped), the heuristic's and the measured
+/// table's) gives the bits of the default plan, at shapes
 /// with a part tile (N = 300, 1000, 33), several tiles per block and a part of a stage
 /// (K = 4104), for resident and staged rows of a.
 #[test]
 fn every_projection_plan_gives_the_same_bits() {
     gpu!(e, PathChoice::Fused);
     let c = cfg(4, 5120);
-    let plans: [(u32, u32, u32); 10] = [
-        (0, 0, 0),
-        (1, 1, 0),
-        (1, 8, 0),
-        (2, 2, 0),
-        (3, 1, 0),
-        (4, 2, 0),
-        (5, 1, 0),
-        (0, 0, 1),
-        (2, 2, 2),
-        (1, 3, 3),
+    let plans: [(u32, u32, u32, u32); 15] = [
+        (0, 0, 0, 0),
+        (1, 1, 0, 0),
+        (1, 8, 0, 0),
+        (2, 2, 0, 0),
+        (3, 1, 0, 0),
+        (4, 2, 0, 0),
+        (5, 1, 0, 0),
+        (0, 0, 1, 0),
+        (2, 2, 2, 0),
+        (1, 3, 3, 0),
+        (0, 0, 0, 16),
+        (1, 1, 0, 16),
+        (1, 2, 1, 16),
+        (1, 4, 0, 16),
+        (2, 2, 2, 16),
     ];
-    // (2, 2560, 4096) and (4, 1024, 5120) take measured plans by default (plan.rs); (0, 0, 0) is
-    // the heuristic's.
+    // (2, 2560, 4096), (4, 1024, 5120) and (3, 2048, 5120) take measured plans by default (plan.rs;
+    // the last one tiles of 16 rows); (0, 0, 0, 0) is the heuristic's.
     for (m, n, k) in [
         (1, 2560, 7168),
         (2, 2560, 4096),
         (4, 1024, 5120),
+        (3, 2048, 5120),
         (4, 300, 4104),
         (7, 1000, 5120),
         (16, 2048, 4096),
@@ -296,7 +303,8 @@ fn every_projection_plan_gives_the_same_bits() {
         let mut ran = 0;
         for p in plans {
             e.set_projection_plan_override(Some(p));
-            // Plans too large for the shared memory (16 staged rows of a) are refused, by name.
+            // Plans too large for the shared memory (16 staged rows of a), and tiles of 16 rows
+            // of w without resident rows of a, are refused, by name.
             let (got, route) = match e.execute(&args) {
                 Ok(r) => r,
                 Err(err) => {

@@ -337,9 +337,9 @@ impl CudaEngine {
     }
 
     /// Forces the projection's plan (`kpw` k-blocks per warp per stage, `nst` ring slots, `tpb`
-    /// n-tiles per block; see `plan::ProjOverride`) instead of the heuristic (and of
-    /// `MHC_PROJ_PLAN`); `None` restores it. A plan that does not fit the shared memory makes the
-    /// call fail. Every plan computes the same bits.
+    /// n-tiles per block, rows of w per n-tile; see `plan::ProjOverride`) instead of the heuristic
+    /// (and of `MHC_PROJ_PLAN`); `None` restores it. A plan that does not fit the shared memory
+    /// makes the call fail. Every plan computes the same bits.
     pub fn set_projection_plan_override(&self, p: Option<plan::ProjOverride>) {
         self.proj_plan_override.set(p);
     }

@@ -76,6 +76,8 @@ pub const PROJECTION: KernelModule = KernelModule {
         "mhc_projection_m4",
         "mhc_projection_m8",
         "mhc_projection_m16",
+        "mhc_projection_w16_m4",
+        "mhc_projection_w16_m8",
     ],
 };
 

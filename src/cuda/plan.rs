@@ -212,11 +212,11 @@ pub fn workspace_need(shape: KernelShape, t: usize, p: &SeamPlan) -> (usize, usi
 }
 
 /// The compressor projection's launch (kernels/projection.cu): which variant, how many k-blocks
-/// each warp takes per stage (`kpw`: the stage is `kpw * 1024` columns of 8 rows of w, one bulk
-/// copy per row), how many ring slots (`nst`), the dynamic shared memory, and how many blocks
-/// (each owns a contiguous share of the n-tiles of 8 rows). Every plan computes the same bits
-/// (the k order depends on K only), so it is chosen for speed alone; `MHC_PROJ_PLAN=kpw,nst[,tpb]`
-/// overrides the heuristic (for tuning).
+/// each warp takes per stage (`kpw`: the stage is `kpw * 1024` columns of an n-tile of 8 rows of
+/// w, or 16 in the W16 variants, one bulk copy per row), how many ring slots (`nst`), the dynamic
+/// shared memory, and how many blocks (each owns a contiguous share of the n-tiles). Every plan
+/// computes the same bits (the k order depends on K only), so it is chosen for speed alone;
+/// `MHC_PROJ_PLAN=kpw,nst[,tpb[,rows]]` overrides the heuristic (for tuning).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProjPlan {
     pub kernel: &'static str,
@@ -226,24 +226,32 @@ pub struct ProjPlan {
     pub blocks: u32,
 }
 
-/// A forced projection plan: (kpw, nst, tpb). kpw = nst = 0 keeps the heuristic's stage and ring;
-/// tpb = 0 keeps its grid, else the grid is ceil(n-tiles / tpb) blocks (several may share an SM).
-pub type ProjOverride = (u32, u32, u32);
+/// A forced projection plan: (kpw, nst, tpb, rows). kpw = nst = 0 keeps the heuristic's stage and
+/// ring; tpb = 0 keeps its grid, else the grid is ceil(n-tiles / tpb) blocks (several may share an
+/// SM); rows is the n-tile's rows of w: 16 takes the W16 variant (w as the MMA's 16-row operand,
+/// M <= 8 with resident rows of a only), 8 or 0 the default 8.
+pub type ProjOverride = (u32, u32, u32, u32);
 
-/// Plans measured faster than the heuristic on the H200 (132 SMs) at M <= 4, by at least 4 % at
-/// each of M = 1, 2, 4 in one run and again in the next (PERF_NOTES.md attempt 21), applied on
-/// GPUs with 132 SMs (an H100 SXM has as many: not measured there):
-/// (K, N) -> (kpw, nst, tpb) as in `ProjOverride`, and whether the entry needs programmatic
-/// dependent launch. Where a tile is one stage (K <= 5120), a grid of half the SMs at N = 1024
-/// lets consecutive calls run on disjoint SMs (with PDL only: without it, half the SMs idle, 16-24 %
-/// slower), and at N = 2560 two blocks of two tiles each share an SM; at K = 7168 the heuristic
-/// stays the fastest.
-const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool); 5] = [
-    ((4096, 1024), (0, 0, 2), true),
-    ((5120, 1024), (0, 0, 2), true),
-    ((4096, 2048), (2, 2, 0), false),
-    ((4096, 2560), (2, 2, 2), false),
-    ((5120, 2560), (2, 2, 2), false),
+/// Plans measured faster than the heuristic on the H200 (132 SMs) at M <= 4, applied on GPUs with
+/// 132 SMs (an H100 SXM has as many: not measured there): (K, N) -> (kpw, nst, tpb, rows) as in
+/// `ProjOverride`, and whether the entry needs programmatic dependent launch (the first entry for
+/// (K, N) that applies wins, so a PDL-only entry may have a fallback after it).
+///
+/// Tiles of 8 rows (PERF_NOTES.md attempt 21; each faster by >= 4 % at M = 1, 2, 4 in two runs):
+/// where a tile is one stage (K <= 5120), a grid of half the SMs at N = 1024 lets consecutive
+/// calls run on disjoint SMs (with PDL only: without it, half the SMs idle, 16-24 % slower), and
+/// at N = 2560 two blocks of two tiles each share an SM. Tiles of 16 rows (W16, attempt 24; faster
+/// than the best 8-row plan at M = 1, 2 and 4 in one run, measured with PDL only): 4096 x 1024
+/// -12 %, 5120 x 2048 -5 to -7 %, 7168 x 2048 -8 %, 5120 x 2560 -9 to -13 %.
+const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool); 8] = [
+    ((4096, 1024), (0, 0, 0, 16), true),
+    ((5120, 1024), (0, 0, 2, 0), true),
+    ((4096, 2048), (2, 2, 0, 0), false),
+    ((4096, 2560), (2, 2, 2, 0), false),
+    ((5120, 2048), (0, 0, 0, 16), true),
+    ((5120, 2560), (1, 2, 1, 16), true),
+    ((5120, 2560), (2, 2, 2, 0), false),
+    ((7168, 2048), (0, 0, 0, 16), true),
 ];
 
 /// Most ring slots (PMAXST in kernels/projection.cu).
@@ -278,9 +286,26 @@ pub fn projection_plan(
     if res && a_res(ar) + 2 * 8 * row(1) > budget {
         (kernel, ar, res) = ("mhc_projection_m16", 16, false);
     }
-    let slot = |kpw: usize| (8 + if res { 0 } else { ar }) * row(kpw);
+    // Rows of w per n-tile: 16 (the W16 variants) only when asked for, and only with resident a.
+    let th = match forced.map_or(0, |f| f.3) {
+        0 | 8 => 8,
+        16 if res => {
+            kernel = if ar == 4 {
+                "mhc_projection_w16_m4"
+            } else {
+                "mhc_projection_w16_m8"
+            };
+            16
+        }
+        r => {
+            return Err(Error::Unsupported(format!(
+                "projection plan with n-tiles of {r} rows at M={m}, K={k}: tiles have 8 rows, or 16 where the rows of a stay resident (M <= 8)"
+            )));
+        }
+    };
+    let slot = |kpw: usize| (th + if res { 0 } else { ar }) * row(kpw);
     let avail = budget.saturating_sub(if res { a_res(ar) } else { 0 });
-    let tiles = n.div_ceil(8).max(1);
+    let tiles = n.div_ceil(th).max(1);
     // A measured plan where there is one (falling back to the heuristic if it does not fit).
     let tuned = (forced.is_none() && sms == 132 && res && ar == 4)
         .then(|| {
@@ -293,7 +318,9 @@ pub fn projection_plan(
         return Ok(p);
     }
     let (kpw, nst, tpb) = match forced {
-        Some((kpw, nst, tpb)) if kpw != 0 || nst != 0 => (kpw as usize, nst as usize, tpb as usize),
+        Some((kpw, nst, tpb, _)) if kpw != 0 || nst != 0 => {
+            (kpw as usize, nst as usize, tpb as usize)
+        }
         _ => {
             let widest = k.div_ceil(1024).clamp(1, PROJ_MAX_KPW);
             let kpw = (1..=widest)
@@ -326,10 +353,14 @@ pub fn projection_plan(
     })
 }
 
-/// `MHC_PROJ_PLAN=kpw,nst[,tpb]`, if set (the engine reads it once, when it is created).
+/// `MHC_PROJ_PLAN=kpw,nst[,tpb[,rows]]`, if set (the engine reads it once, when it is created).
 pub fn projection_override() -> Result<Option<ProjOverride>> {
-    Ok(env_numbers("MHC_PROJ_PLAN", "kpw,nst[,tpb]", &[2, 3])?
-        .map(|v| (v[0], v[1], v.get(2).copied().unwrap_or(0))))
+    Ok(
+        env_numbers("MHC_PROJ_PLAN", "kpw,nst[,tpb[,rows]]", &[2, 3, 4])?.map(|v| {
+            let at = |i: usize| v.get(i).copied().unwrap_or(0);
+            (v[0], v[1], at(2), at(3))
+        }),
+    )
 }
 
 #[cfg(test)]
@@ -370,8 +401,8 @@ mod tests {
                 assert!((2..=8).contains(&p.nst) && p.kpw >= 1, "{m} {k} {p:?}");
                 // Rows of a up to 16 in the 16-row variant, to 4 or 8 in the resident ones.
                 let rows = match p.kernel {
-                    "mhc_projection_m4" => 4,
-                    "mhc_projection_m8" => 8,
+                    "mhc_projection_m4" | "mhc_projection_w16_m4" => 4,
+                    "mhc_projection_m8" | "mhc_projection_w16_m8" => 8,
                     _ => 16,
                 };
                 assert!(m.min(16) <= rows, "{m} {k} {p:?}");
@@ -393,42 +424,59 @@ mod tests {
         );
         // A forced plan that does not fit is an error, not a silent change.
         let pp = |m, k, n, f| projection_plan(m, k, n, 132, true, budget, f);
-        assert!(pp(1, 4096, 2560, Some((8, 8, 0))).is_err());
-        assert!(pp(1, 4096, 2560, Some((1, 0, 0))).is_err());
-        assert!(pp(1, 4096, 2560, Some((0, 1, 0))).is_err());
-        assert_eq!(pp(1, 4096, 2560, Some((1, 4, 0))).unwrap().nst, 4);
+        assert!(pp(1, 4096, 2560, Some((8, 8, 0, 0))).is_err());
+        assert!(pp(1, 4096, 2560, Some((1, 0, 0, 0))).is_err());
+        assert!(pp(1, 4096, 2560, Some((0, 1, 0, 0))).is_err());
+        assert_eq!(pp(1, 4096, 2560, Some((1, 4, 0, 0))).unwrap().nst, 4);
         // The grid: one block per SM at most by default; ceil(tiles / tpb) when forced.
         assert_eq!(pp(1, 7168, 2560, None).unwrap().blocks, 132);
         assert_eq!(pp(1, 4096, 1000, None).unwrap().blocks, 125);
-        assert_eq!(pp(1, 4096, 2560, Some((0, 0, 2))).unwrap().blocks, 160);
-        assert_eq!(pp(1, 4096, 2560, Some((2, 2, 1))).unwrap().blocks, 320);
+        assert_eq!(pp(1, 4096, 2560, Some((0, 0, 2, 0))).unwrap().blocks, 160);
+        assert_eq!(pp(1, 4096, 2560, Some((2, 2, 1, 0))).unwrap().blocks, 320);
         assert_eq!(
-            pp(1, 7168, 2560, Some((0, 0, 2))).unwrap().kpw,
+            pp(1, 7168, 2560, Some((0, 0, 2, 0))).unwrap().kpw,
             pp(1, 7168, 2560, None).unwrap().kpw
         );
-        // The measured table applies on 132 SMs at M <= 4 only, and every entry fits.
-        for ((k, n), (_, _, tpb), pdl_only) in PROJ_TUNED_H200 {
-            let tiles = n.div_ceil(8);
-            // Entries that need PDL give way to the heuristic without it.
-            let no_pdl = projection_plan(1, k, n, 132, false, budget, None).unwrap();
-            assert_eq!(no_pdl.blocks == tiles.min(132) as u32, pdl_only || tpb == 0);
-            let want = if tpb == 0 {
-                tiles.min(132)
-            } else {
-                tiles.div_ceil(tpb as usize)
-            };
-            for m in [1, 4] {
-                assert_eq!(
-                    pp(m, k, n, None).unwrap().blocks as usize,
-                    want,
-                    "{k} {n} {m}"
-                );
+        // Tiles of 16 rows: the W16 variants, for resident rows of a only; other sizes refused.
+        let p = pp(1, 4096, 1024, Some((0, 0, 0, 16))).unwrap();
+        assert_eq!((p.kernel, p.blocks), ("mhc_projection_w16_m4", 64));
+        assert_eq!(
+            pp(5, 4096, 1000, Some((0, 0, 0, 16))).unwrap().kernel,
+            "mhc_projection_w16_m8"
+        );
+        assert_eq!(pp(1, 4096, 2560, Some((1, 2, 1, 16))).unwrap().blocks, 160);
+        assert!(pp(9, 4096, 1024, Some((0, 0, 0, 16))).is_err());
+        assert!(pp(1, 4096, 1024, Some((0, 0, 0, 12))).is_err());
+        assert_eq!(
+            pp(1, 4096, 1024, Some((0, 0, 0, 8))).unwrap(),
+            pp(1, 4096, 1024, Some((0, 0, 0, 0))).unwrap()
+        );
+        // The measured table applies on 132 SMs at M <= 4 only: the first entry for (K, N) that
+        // applies (PDL-only entries need PDL), else the heuristic; every entry fits.
+        for ((k, n), _, _) in PROJ_TUNED_H200 {
+            for pdl in [true, false] {
+                let entry = PROJ_TUNED_H200
+                    .iter()
+                    .find(|e| e.0 == (k, n) && (pdl || !e.2))
+                    .map_or((0, 0, 0, 0), |e| e.1);
+                for m in [1, 2, 4] {
+                    let got = projection_plan(m, k, n, 132, pdl, budget, None).unwrap();
+                    let want = projection_plan(m, k, n, 132, pdl, budget, Some(entry)).unwrap();
+                    assert_eq!(got, want, "{k} {n} {m} {pdl}");
+                }
             }
+            let heuristic =
+                |m, sms| projection_plan(m, k, n, sms, true, budget, Some((0, 0, 0, 0))).unwrap();
             let other = projection_plan(1, k, n, 114, true, budget, None).unwrap();
-            assert_eq!(other.blocks as usize, tiles.min(114));
-            assert_eq!(pp(8, k, n, None).unwrap().blocks as usize, tiles.min(132));
+            assert_eq!(other, heuristic(1, 114));
+            assert_eq!(pp(8, k, n, None).unwrap(), heuristic(8, 132));
         }
         let p = pp(4, 4096, 2560, None).unwrap();
         assert_eq!((p.kpw, p.nst, p.blocks), (2, 2, 160));
+        let p = pp(4, 5120, 2560, None).unwrap();
+        assert_eq!(
+            (p.kernel, p.kpw, p.nst, p.blocks),
+            ("mhc_projection_w16_m4", 1, 2, 160)
+        );
     }
 }

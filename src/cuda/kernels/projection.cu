@@ -4,12 +4,14 @@
 //
 // - G = gridDim.x blocks (by default one per multiprocessor, min(SMs, n-tiles); the plan may
 //   ask for more, sharing SMs, or fewer); block b owns the contiguous n-tiles
-//   [b*NT/G, (b+1)*NT/G) of 8 rows of w each, and all of K for them. Its work is a
-//   sequence of stages (tile, kpw * 1024 columns) that travel through a ring of nst
-//   shared-memory slots (nst >= 1), each refilled with the stage nst places later as soon as
-//   every warp is done with it, by bulk copies (the TMA unit), one copy per row of w, issued by lane 0 of warp r for row r and completed on the slot's
-//   mbarrier. On the H200 the time per copy, not the bytes, bounded the first versions: larger
-//   copies (kpw) and one issuing warp per row are what feed the memory system (PERF_NOTES.md);
+//   [b*NT/G, (b+1)*NT/G) of TH rows of w each (8, or 16 in the W16 variants), and all of K for
+//   them. Its work is a sequence of stages (tile, kpw * 1024 columns) that travel through a ring
+//   of nst shared-memory slots (nst >= 1), each refilled with the stage nst places later as soon
+//   as every warp is done with it, by bulk copies (the TMA unit), one copy per row of w, issued
+//   by lane 0 of warp r for row r (and lane 1 for row r + 8 with W16) and completed on the
+//   slot's mbarrier. On the H200 the time per copy, not the bytes, bounded the first versions:
+//   larger copies (kpw) and one issuing warp per row are what feed the memory system
+//   (PERF_NOTES.md);
 // - at M <= 8 (RES) the block's rows of a are copied once, whole, after pdl_wait() and stay
 //   resident; past that they travel with each stage;
 // - w is a weight: a block requests its first nst stages of w *before* pdl_wait(), so under
@@ -22,7 +24,11 @@
 //   two dependent MMAs per k-block, not eight), the four summed as (0 + 1) + (2 + 3) at the
 //   tile's end. The k order inside an MMA is a fixed permutation applied to both operands.
 //   Staged rows are padded by 64 bytes so that the two rows of a quarter-warp's 16-byte loads
-//   fall in different banks;
+//   fall in different banks. The W16 variants (M <= 8) swap the operands: lane (g, q) reads w
+//   rows g and g + 8 (the MMA's 16-row side) and a row g (the tokens are the MMA's 8 columns), so
+//   a tile of 16 rows of w takes the MMAs a tile of 8 takes otherwise; an output element is
+//   still one MMA element over the same products in the same k order (the GPU test compares the
+//   two layouts bit for bit);
 // - after a tile's last stage the warps' partial tiles are summed in warp order through shared
 //   memory and stored.
 //
@@ -76,11 +82,12 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, u32 bytes,
 #define PTL_STORE 6    // the last tile's sums are about to be stored
 #define PTL_EXIT 7     // stored
 
-template <int AR, bool RES>
+template <int AR, bool RES, bool W16>
 __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
                                           float* __restrict__ y, int M, int N, int K, int kpw, int nst,
                                           u64* tl) {
   constexpr bool BIG = AR > 8;
+  constexpr int TH = W16 ? 16 : 8;  // rows of w per n-tile
   extern __shared__ __align__(128) unsigned char psm[];
   __shared__ float part[PNW][PMAX][8];
   __shared__ unsigned long long bars[PMAXST + 1];  // ring slots, then the resident a
@@ -91,10 +98,10 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
   const int pkc = kpw * PNW * PKB;              // columns per stage
   const int wrow = 2 * pkc + 64;                // a staged row of w (bytes, padded)
   const int arow = RES ? 2 * K + 64 : wrow;     // a staged row of a
-  const int sw = 8 * wrow;                      // w part of a slot
+  const int sw = TH * wrow;                     // w part of a slot
   const int ss = sw + (RES ? 0 : AR * arow);    // a slot
   unsigned char* const ares = psm + nst * ss;   // the resident a (RES)
-  const int nt = (N + 7) / 8;
+  const int nt = (N + TH - 1) / TH;
   const int t0 = (int)((long long)blockIdx.x * nt / gridDim.x);
   const int t1 = (int)((long long)(blockIdx.x + 1) * nt / gridDim.x);
   const int nch = (K + pkc - 1) / pkc;  // stages per tile
@@ -116,13 +123,14 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
   // them, so no stale value enters an MMA.
   auto issue_w = [&](int j) {
     if (j >= nq) return;
-    const int n0 = (t0 + j / nch) * 8, k0 = (j % nch) * pkc;
-    const int rows = min(8, N - n0);
+    const int n0 = (t0 + j / nch) * TH, k0 = (j % nch) * pkc;
+    const int rows = min(TH, N - n0);
     const u32 bytes = 2u * (u32)min(pkc, K - k0);
     unsigned long long* bar = &bars[j % nst];
     if (threadIdx.x == 0) mbar_expect_tx(bar, bytes * rows);
-    if (lane == 0 && warp < rows)
-      bulk_copy(psm + (j % nst) * ss + warp * wrow, w + (size_t)(n0 + warp) * K + k0, bytes, bar);
+    const int r = warp + 8 * lane;  // lane 0: row warp; with W16 lane 1: row warp + 8
+    if (lane < TH / 8 && r < rows)
+      bulk_copy(psm + (j % nst) * ss + r * wrow, w + (size_t)(n0 + r) * K + k0, bytes, bar);
   };
   auto issue_a = [&](int j) {  // !RES
     if (j >= nq) return;
@@ -170,11 +178,12 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
       const unsigned char* sw_ = slot + g * wrow + (h * PNW + warp) * (2 * PKB) + 16 * q;
       const unsigned char* sa_ =
           RES ? ares + g * arow + kb * (2 * PKB) + 16 * q : slot + sw + g * arow + (h * PNW + warp) * (2 * PKB) + 16 * q;
-      uint4 wv[4], av0[4], av1[4];
+      uint4 wv[4], wv1[4], av0[4], av1[4];
 #pragma unroll
       for (int v = 0; v < 4; ++v) {
         const bool kok = kb * PKB + 8 * q + 32 * v < K;
         wv[v] = kok ? *(const uint4*)(sw_ + 64 * v) : z;
+        if (W16) wv1[v] = kok ? *(const uint4*)(sw_ + 8 * wrow + 64 * v) : z;
         av0[v] = kok && a0ok ? *(const uint4*)(sa_ + 64 * v) : z;
         if (BIG) av1[v] = kok && a1ok ? *(const uint4*)(sa_ + 8 * arow + 64 * v) : z;
       }
@@ -182,17 +191,24 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
       for (int u = 0; u < 2; ++u) {
 #pragma unroll
         for (int v = 0; v < 4; ++v) {
-          const u32 af[4] = {word(av0[v], 2 * u), BIG ? word(av1[v], 2 * u) : 0u, word(av0[v], 2 * u + 1),
-                             BIG ? word(av1[v], 2 * u + 1) : 0u};
-          const u32 bf[2] = {word(wv[v], 2 * u), word(wv[v], 2 * u + 1)};
-          mma_bf16(d[v], af, bf);
+          if (W16) {  // A: rows g and g + 8 of w; B: token g
+            const u32 af[4] = {word(wv[v], 2 * u), word(wv1[v], 2 * u), word(wv[v], 2 * u + 1),
+                               word(wv1[v], 2 * u + 1)};
+            const u32 bf[2] = {word(av0[v], 2 * u), word(av0[v], 2 * u + 1)};
+            mma_bf16(d[v], af, bf);
+          } else {  // A: tokens g and g + 8; B: row g of w
+            const u32 af[4] = {word(av0[v], 2 * u), BIG ? word(av1[v], 2 * u) : 0u, word(av0[v], 2 * u + 1),
+                               BIG ? word(av1[v], 2 * u + 1) : 0u};
+            const u32 bf[2] = {word(wv[v], 2 * u), word(wv[v], 2 * u + 1)};
+            mma_bf16(d[v], af, bf);
+          }
         }
       }
     }
     if (c == nch - 1) {
-      // The tile's partials, summed in warp order. e[0..1]: row g, columns 2q, 2q+1; e[2..3]:
-      // row g + 8. The next write to `part` follows this stage's closing barrier.
-      const int n0 = (t0 + j / nch) * 8;
+      // The tile's partials, summed in warp order. e[0..1]: the MMA's row g, columns 2q, 2q+1;
+      // e[2..3]: row g + 8. The next write to `part` follows this stage's closing barrier.
+      const int n0 = (t0 + j / nch) * TH;
       float e[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) e[i] = (d[0][i] + d[1][i]) + (d[2][i] + d[3][i]);
@@ -203,12 +219,15 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
       __syncthreads();
       if (j == nq - 1) STAMP(tl, PTL_STORE);
       if (threadIdx.x < PMAX * 8) {
-        const int r = threadIdx.x / 8, cc = threadIdx.x % 8;
-        const int n = n0 + cc;
+        // part[.][i][c] is the MMA's row i, column c: token i and row c of the tile, or with W16
+        // row i of the tile and token c (consecutive threads take consecutive n either way).
+        const int i = W16 ? threadIdx.x % 16 : threadIdx.x / 8;
+        const int c = W16 ? threadIdx.x / 16 : threadIdx.x % 8;
+        const int r = W16 ? c : i, n = n0 + (W16 ? i : c);
         if (r < mrows && n < N) {
-          float s = part[0][r][cc];
+          float s = part[0][i][c];
 #pragma unroll
-          for (int i = 1; i < PNW; ++i) s += part[i][r][cc];
+          for (int k = 1; k < PNW; ++k) s += part[k][i][c];
           y[(size_t)(m0 + r) * N + n] = s;
         }
       }
@@ -222,15 +241,17 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
   STAMP(tl, PTL_EXIT);
 }
 
-// (rows of a, resident a). The launch gives the stage width (kpw k-blocks per warp) and the ring
+// (rows of a, resident a, tiles of 16 rows of w). The launch gives the stage width (kpw k-blocks per warp) and the ring
 // depth (nst <= PMAXST) with the dynamic shared memory they need (engine.rs, `projection_plan`).
 // `tl` is the timeline's stamp rows in MHC_TIMELINE builds (else unused; the engine passes null).
-#define PROJ_KERNEL(name, AR, RES)                                                            \
+#define PROJ_KERNEL(name, AR, RES, W16)                                                       \
   extern "C" __global__ void __launch_bounds__(PNW * WARP, 1)                                 \
       name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst, \
            u64* tl) {                                                                         \
-    proj_body<AR, RES>(a, w, y, M, N, K, kpw, nst, tl);                                       \
+    proj_body<AR, RES, W16>(a, w, y, M, N, K, kpw, nst, tl);                                  \
   }
-PROJ_KERNEL(mhc_projection_m4, 4, true)
-PROJ_KERNEL(mhc_projection_m8, 8, true)
-PROJ_KERNEL(mhc_projection_m16, 16, false)
+PROJ_KERNEL(mhc_projection_m4, 4, true, false)
+PROJ_KERNEL(mhc_projection_m8, 8, true, false)
+PROJ_KERNEL(mhc_projection_m16, 16, false, false)
+PROJ_KERNEL(mhc_projection_w16_m4, 4, true, true)
+PROJ_KERNEL(mhc_projection_w16_m8, 8, true, true)
