@@ -77,13 +77,9 @@ fn cache_key(source: &str, opts: &[String], ver: (i32, i32), arch: &str) -> Stri
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Compiles `module` for `arch` (e.g. `sm_90`), from the cache when possible.
-pub fn compile(module: &KernelModule, arch: &str) -> Result<Compiled> {
-    compile_with(module, arch, &[])
-}
-
-/// [`compile`] with preprocessor macros defined (`-D`), e.g. `MHC_TIMELINE` for the instrumented
-/// build of `mhc bench --timeline`. The macros are part of the cache key.
+/// Compiles `module` for `arch` (e.g. `sm_90`), from the cache when possible, with preprocessor
+/// macros defined (`-D`; none for the production kernels, `MHC_TIMELINE` for the instrumented
+/// build of `mhc bench --timeline`). The macros are part of the cache key.
 pub fn compile_with(module: &KernelModule, arch: &str, defines: &[&str]) -> Result<Compiled> {
     compile_opt(module, arch, defines, true, cache_dir())
 }
