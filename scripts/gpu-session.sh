@@ -94,8 +94,9 @@ if want sanitize; then
 fi
 if want sanitize || want sanitize-proj; then
   # The projection's shared-memory ring (cp.async stages, one barrier per stage).
+  # SAN_PROJ_PLAN forces a plan (MHC_PROJ_PLAN), SAN_PROJ_T the rows (M) checked.
   for tool in memcheck racecheck synccheck; do
-    step $tool-proj compute-sanitizer --tool $tool $B/mhc check --backend cuda --tokens 1,5,17 --ops projection --preset v4.1-flash
+    step $tool-proj env ${SAN_PROJ_PLAN:+MHC_PROJ_PLAN=$SAN_PROJ_PLAN} compute-sanitizer --tool $tool $B/mhc check --backend cuda --tokens ${SAN_PROJ_T:-1,5,17} --ops projection --preset v4.1-flash
   done
 fi
 if want timeline; then

@@ -78,6 +78,8 @@ pub const PROJECTION: KernelModule = KernelModule {
         "mhc_projection_m16",
         "mhc_projection_w16_m4",
         "mhc_projection_w16_m8",
+        "mhc_projection_rr_c4",
+        "mhc_projection_rr_c5",
     ],
 };
 

@@ -216,7 +216,7 @@ pub fn workspace_need(shape: KernelShape, t: usize, p: &SeamPlan) -> (usize, usi
 /// w, or 16 in the W16 variants, one bulk copy per row), how many ring slots (`nst`), the dynamic
 /// shared memory, and how many blocks (each owns a contiguous share of the n-tiles). Every plan
 /// computes the same bits (the k order depends on K only), so it is chosen for speed alone;
-/// `MHC_PROJ_PLAN=kpw,nst[,tpb[,rows]]` overrides the heuristic (for tuning).
+/// `MHC_PROJ_PLAN=kpw,nst[,tpb[,rows[,regs]]]` overrides the heuristic (for tuning).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProjPlan {
     pub kernel: &'static str,
@@ -226,11 +226,13 @@ pub struct ProjPlan {
     pub blocks: u32,
 }
 
-/// A forced projection plan: (kpw, nst, tpb, rows). kpw = nst = 0 keeps the heuristic's stage and
-/// ring; tpb = 0 keeps its grid, else the grid is ceil(n-tiles / tpb) blocks (several may share an
-/// SM); rows is the n-tile's rows of w: 16 takes the W16 variant (w as the MMA's 16-row operand,
-/// M <= 8 with resident rows of a only), 8 or 0 the default 8.
-pub type ProjOverride = (u32, u32, u32, u32);
+/// A forced projection plan: (kpw, nst, tpb, rows, regs). kpw = nst = 0 keeps the heuristic's
+/// stage and ring; tpb = 0 keeps its grid, else the grid is ceil(n-tiles / tpb) blocks (several
+/// may share an SM); rows is the n-tile's rows of w: 16 takes the W16 variant (w as the MMA's
+/// 16-row operand, M <= 8 with resident rows of a only), 8 or 0 the default 8; regs = 1 takes the
+/// register-resident variant (no ring: a tile of 16 rows of w held in registers, K <= 5120,
+/// M <= 8; kpw and nst are ignored).
+pub type ProjOverride = (u32, u32, u32, u32, u32);
 
 /// Plans measured faster than the heuristic on the H200 (132 SMs) at M <= 4, applied on GPUs with
 /// 132 SMs (an H100 SXM has as many: not measured there): (K, N) -> (kpw, nst, tpb, rows) as in
@@ -244,14 +246,14 @@ pub type ProjOverride = (u32, u32, u32, u32);
 /// than the best 8-row plan at M = 1, 2 and 4 in one run, measured with PDL only): 4096 x 1024
 /// -12 %, 5120 x 2048 -5 to -7 %, 7168 x 2048 -8 %, 5120 x 2560 -9 to -13 %.
 const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool); 8] = [
-    ((4096, 1024), (0, 0, 0, 16), true),
-    ((5120, 1024), (0, 0, 2, 0), true),
-    ((4096, 2048), (2, 2, 0, 0), false),
-    ((4096, 2560), (2, 2, 2, 0), false),
-    ((5120, 2048), (0, 0, 0, 16), true),
-    ((5120, 2560), (1, 2, 1, 16), true),
-    ((5120, 2560), (2, 2, 2, 0), false),
-    ((7168, 2048), (0, 0, 0, 16), true),
+    ((4096, 1024), (0, 0, 0, 16, 0), true),
+    ((5120, 1024), (0, 0, 2, 0, 0), true),
+    ((4096, 2048), (2, 2, 0, 0, 0), false),
+    ((4096, 2560), (2, 2, 2, 0, 0), false),
+    ((5120, 2048), (0, 0, 0, 16, 0), true),
+    ((5120, 2560), (1, 2, 1, 16, 0), true),
+    ((5120, 2560), (2, 2, 2, 0, 0), false),
+    ((7168, 2048), (0, 0, 0, 16, 0), true),
 ];
 
 /// Most ring slots (PMAXST in kernels/projection.cu).
@@ -303,6 +305,33 @@ pub fn projection_plan(
             )));
         }
     };
+    // The register-resident variant: tiles of 16 rows, up to 5 k-blocks per warp (K <= 5120).
+    if forced.map_or(0, |f| f.4) != 0 {
+        let ck = k.div_ceil(128).div_ceil(8);
+        let rows = forced.map_or(0, |f| f.3);
+        if !res || ck > 5 || !matches!(rows, 0 | 16) || forced.map_or(0, |f| f.4) != 1 {
+            return Err(Error::Unsupported(format!(
+                "projection plan with w in registers at M={m}, K={k}: needs regs = 1, tiles of 16 rows, M <= 8 and K <= 5120"
+            )));
+        }
+        let tpb = forced.map_or(0, |f| f.2 as usize);
+        let tiles = n.div_ceil(16).max(1);
+        return Ok(ProjPlan {
+            kernel: if ck <= 4 {
+                "mhc_projection_rr_c4"
+            } else {
+                "mhc_projection_rr_c5"
+            },
+            kpw: 0,
+            nst: 0,
+            smem: a_res(ar.min(8)) as u32,
+            blocks: if tpb == 0 {
+                tiles.min(sms.max(1) as usize)
+            } else {
+                tiles.div_ceil(tpb)
+            } as u32,
+        });
+    }
     let slot = |kpw: usize| (th + if res { 0 } else { ar }) * row(kpw);
     let avail = budget.saturating_sub(if res { a_res(ar) } else { 0 });
     let tiles = n.div_ceil(th).max(1);
@@ -318,7 +347,7 @@ pub fn projection_plan(
         return Ok(p);
     }
     let (kpw, nst, tpb) = match forced {
-        Some((kpw, nst, tpb, _)) if kpw != 0 || nst != 0 => {
+        Some((kpw, nst, tpb, _, _)) if kpw != 0 || nst != 0 => {
             (kpw as usize, nst as usize, tpb as usize)
         }
         _ => {
@@ -353,14 +382,18 @@ pub fn projection_plan(
     })
 }
 
-/// `MHC_PROJ_PLAN=kpw,nst[,tpb[,rows]]`, if set (the engine reads it once, when it is created).
+/// `MHC_PROJ_PLAN=kpw,nst[,tpb[,rows[,regs]]]`, if set (the engine reads it once, when it is
+/// created).
 pub fn projection_override() -> Result<Option<ProjOverride>> {
-    Ok(
-        env_numbers("MHC_PROJ_PLAN", "kpw,nst[,tpb[,rows]]", &[2, 3, 4])?.map(|v| {
-            let at = |i: usize| v.get(i).copied().unwrap_or(0);
-            (v[0], v[1], at(2), at(3))
-        }),
-    )
+    Ok(env_numbers(
+        "MHC_PROJ_PLAN",
+        "kpw,nst[,tpb[,rows[,regs]]]",
+        &[2, 3, 4, 5],
+    )?
+    .map(|v| {
+        let at = |i: usize| v.get(i).copied().unwrap_or(0);
+        (v[0], v[1], at(2), at(3), at(4))
+    }))
 }
 
 #[cfg(test)]
@@ -424,32 +457,41 @@ mod tests {
         );
         // A forced plan that does not fit is an error, not a silent change.
         let pp = |m, k, n, f| projection_plan(m, k, n, 132, true, budget, f);
-        assert!(pp(1, 4096, 2560, Some((8, 8, 0, 0))).is_err());
-        assert!(pp(1, 4096, 2560, Some((1, 0, 0, 0))).is_err());
-        assert!(pp(1, 4096, 2560, Some((0, 1, 0, 0))).is_err());
-        assert_eq!(pp(1, 4096, 2560, Some((1, 4, 0, 0))).unwrap().nst, 4);
+        assert!(pp(1, 4096, 2560, Some((8, 8, 0, 0, 0))).is_err());
+        assert!(pp(1, 4096, 2560, Some((1, 0, 0, 0, 0))).is_err());
+        assert!(pp(1, 4096, 2560, Some((0, 1, 0, 0, 0))).is_err());
+        assert_eq!(pp(1, 4096, 2560, Some((1, 4, 0, 0, 0))).unwrap().nst, 4);
         // The grid: one block per SM at most by default; ceil(tiles / tpb) when forced.
         assert_eq!(pp(1, 7168, 2560, None).unwrap().blocks, 132);
         assert_eq!(pp(1, 4096, 1000, None).unwrap().blocks, 125);
-        assert_eq!(pp(1, 4096, 2560, Some((0, 0, 2, 0))).unwrap().blocks, 160);
-        assert_eq!(pp(1, 4096, 2560, Some((2, 2, 1, 0))).unwrap().blocks, 320);
         assert_eq!(
-            pp(1, 7168, 2560, Some((0, 0, 2, 0))).unwrap().kpw,
+            pp(1, 4096, 2560, Some((0, 0, 2, 0, 0))).unwrap().blocks,
+            160
+        );
+        assert_eq!(
+            pp(1, 4096, 2560, Some((2, 2, 1, 0, 0))).unwrap().blocks,
+            320
+        );
+        assert_eq!(
+            pp(1, 7168, 2560, Some((0, 0, 2, 0, 0))).unwrap().kpw,
             pp(1, 7168, 2560, None).unwrap().kpw
         );
         // Tiles of 16 rows: the W16 variants, for resident rows of a only; other sizes refused.
-        let p = pp(1, 4096, 1024, Some((0, 0, 0, 16))).unwrap();
+        let p = pp(1, 4096, 1024, Some((0, 0, 0, 16, 0))).unwrap();
         assert_eq!((p.kernel, p.blocks), ("mhc_projection_w16_m4", 64));
         assert_eq!(
-            pp(5, 4096, 1000, Some((0, 0, 0, 16))).unwrap().kernel,
+            pp(5, 4096, 1000, Some((0, 0, 0, 16, 0))).unwrap().kernel,
             "mhc_projection_w16_m8"
         );
-        assert_eq!(pp(1, 4096, 2560, Some((1, 2, 1, 16))).unwrap().blocks, 160);
-        assert!(pp(9, 4096, 1024, Some((0, 0, 0, 16))).is_err());
-        assert!(pp(1, 4096, 1024, Some((0, 0, 0, 12))).is_err());
         assert_eq!(
-            pp(1, 4096, 1024, Some((0, 0, 0, 8))).unwrap(),
-            pp(1, 4096, 1024, Some((0, 0, 0, 0))).unwrap()
+            pp(1, 4096, 2560, Some((1, 2, 1, 16, 0))).unwrap().blocks,
+            160
+        );
+        assert!(pp(9, 4096, 1024, Some((0, 0, 0, 16, 0))).is_err());
+        assert!(pp(1, 4096, 1024, Some((0, 0, 0, 12, 0))).is_err());
+        assert_eq!(
+            pp(1, 4096, 1024, Some((0, 0, 0, 8, 0))).unwrap(),
+            pp(1, 4096, 1024, Some((0, 0, 0, 0, 0))).unwrap()
         );
         // The measured table applies on 132 SMs at M <= 4 only: the first entry for (K, N) that
         // applies (PDL-only entries need PDL), else the heuristic; every entry fits.
@@ -458,19 +500,36 @@ mod tests {
                 let entry = PROJ_TUNED_H200
                     .iter()
                     .find(|e| e.0 == (k, n) && (pdl || !e.2))
-                    .map_or((0, 0, 0, 0), |e| e.1);
+                    .map_or((0, 0, 0, 0, 0), |e| e.1);
                 for m in [1, 2, 4] {
                     let got = projection_plan(m, k, n, 132, pdl, budget, None).unwrap();
                     let want = projection_plan(m, k, n, 132, pdl, budget, Some(entry)).unwrap();
                     assert_eq!(got, want, "{k} {n} {m} {pdl}");
                 }
             }
-            let heuristic =
-                |m, sms| projection_plan(m, k, n, sms, true, budget, Some((0, 0, 0, 0))).unwrap();
+            let heuristic = |m, sms| {
+                projection_plan(m, k, n, sms, true, budget, Some((0, 0, 0, 0, 0))).unwrap()
+            };
             let other = projection_plan(1, k, n, 114, true, budget, None).unwrap();
             assert_eq!(other, heuristic(1, 114));
             assert_eq!(pp(8, k, n, None).unwrap(), heuristic(8, 132));
         }
+        // w in registers: tiles of 16 rows, the variant by K, a's rows only in shared memory;
+        // refused past K = 5120, past M = 8 and with tiles of 8 rows asked for.
+        let p = pp(3, 4096, 1024, Some((0, 0, 0, 0, 1))).unwrap();
+        assert_eq!(
+            (p.kernel, p.blocks, p.smem),
+            ("mhc_projection_rr_c4", 64, 4 * (2 * 4096 + 64))
+        );
+        let p = pp(5, 5120, 2048, Some((0, 0, 2, 16, 1))).unwrap();
+        assert_eq!(
+            (p.kernel, p.blocks, p.smem),
+            ("mhc_projection_rr_c5", 64, 8 * (2 * 5120 + 64))
+        );
+        assert!(pp(1, 7168, 1024, Some((0, 0, 0, 0, 1))).is_err());
+        assert!(pp(9, 4096, 1024, Some((0, 0, 0, 0, 1))).is_err());
+        assert!(pp(1, 4096, 1024, Some((0, 0, 0, 8, 1))).is_err());
+        assert!(pp(1, 4096, 1024, Some((0, 0, 0, 0, 2))).is_err());
         let p = pp(4, 4096, 2560, None).unwrap();
         assert_eq!((p.kpw, p.nst, p.blocks), (2, 2, 160));
         let p = pp(4, 5120, 2560, None).unwrap();

@@ -241,6 +241,134 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
   STAMP(tl, PTL_EXIT);
 }
 
+// A 16-byte load of a weight that is read once: not kept in L1.
+__device__ __forceinline__ uint4 ld_stream16(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// The register-resident variant (RR; M <= 8, tiles of 16 rows of w, K <= CK * 1024): no ring. A
+// block's tile of w goes straight from memory into registers, like a pure read of w: before
+// pdl_wait() every lane issues all of its loads (warp wp holds the k-blocks kb = wp mod PNW of
+// rows g and g + 8, up to CK of them, 32 * CK registers), so under programmatic dependent launch
+// the whole tile streams during the previous call. After the wait the rows of a land in shared
+// memory (one bulk copy per row) and the MMAs read w from registers: no shared-memory pass over w
+// after the last byte arrives. Every warp runs exactly the W16 ring kernel's MMA sequence (same
+// k-blocks in the same order into the same four accumulators, the same warp-order sum), so the
+// bits are those of every other plan. A block with several tiles loads the next one after
+// computing the current one.
+template <int CK>
+__device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
+                                             float* __restrict__ y, int M, int N, int K, u64* tl) {
+  extern __shared__ __align__(128) unsigned char psm[];  // the resident rows of a
+  __shared__ float part[PNW][PMAX][8];
+  __shared__ unsigned long long abar;
+  STAMP(tl, PTL_ENTRY);
+  pdl_trigger();
+  const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+  const int g = lane >> 2, q = lane & 3;
+  const int arow = 2 * K + 64;
+  const int nt = (N + 15) / 16;
+  const int t0 = (int)((long long)blockIdx.x * nt / gridDim.x);
+  const int t1 = (int)((long long)(blockIdx.x + 1) * nt / gridDim.x);
+  const int nkb = (K + PKB - 1) / PKB;
+  if (t0 >= t1 || K <= 0) return;
+  const int m0 = blockIdx.y * PMAX;
+  const int mrows = min(8, M - m0);
+  if (threadIdx.x == 0) {
+    mbar_init(&abar, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  const uint4 z = make_uint4(0, 0, 0, 0);
+  uint4 w0[CK][4], w1[CK][4];  // rows g and g + 8, k-block c * PNW + warp, vector v
+  // Rows past N and columns past K are not loaded: zeros enter the MMA (rows past N are never
+  // stored, and columns past K never run: the k-block loop stops where the ring kernel's does).
+  auto load_tile = [&](int t) {
+    const int n0 = t * 16;
+    const bool r0ok = n0 + g < N, r1ok = n0 + g + 8 < N;
+    const bf16_t* p0 = w + (size_t)(n0 + g) * K;
+    const bf16_t* p1 = p0 + (size_t)8 * K;
+#pragma unroll
+    for (int c = 0; c < CK; ++c) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const int col = (c * PNW + warp) * PKB + 8 * q + 32 * v;
+        w0[c][v] = r0ok && col < K ? ld_stream16(p0 + col) : z;
+        w1[c][v] = r1ok && col < K ? ld_stream16(p1 + col) : z;
+      }
+    }
+  };
+  load_tile(t0);
+  STAMP(tl, PTL_ISSUED);
+
+  pdl_wait();  // a may be the previous kernel's output; y may still be read by it
+  STAMP(tl, PTL_WAITED);
+  if (threadIdx.x == 0) mbar_expect_tx(&abar, 2u * (u32)K * mrows);
+  if (lane == 1)
+    for (int r = warp; r < mrows; r += PNW) bulk_copy(psm + r * arow, a + (size_t)(m0 + r) * K, 2u * (u32)K, &abar);
+  mbar_wait(&abar, 0);
+  STAMP(tl, PTL_A);
+
+  const bool a0ok = g < mrows;
+#pragma unroll 1
+  for (int t = t0; t < t1; ++t) {
+    if (t > t0) load_tile(t);
+    if (t == t1 - 1) STAMP(tl, PTL_LAST);
+    float d[4][4] = {};
+#pragma unroll
+    for (int c = 0; c < CK; ++c) {
+      const int kb = c * PNW + warp;
+      if (kb >= nkb) break;
+      const unsigned char* sa_ = psm + g * arow + kb * (2 * PKB) + 16 * q;
+      uint4 av[4];
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const bool kok = kb * PKB + 8 * q + 32 * v < K;
+        av[v] = kok && a0ok ? *(const uint4*)(sa_ + 64 * v) : z;
+      }
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+          const u32 af[4] = {word(w0[c][v], 2 * u), word(w1[c][v], 2 * u), word(w0[c][v], 2 * u + 1),
+                             word(w1[c][v], 2 * u + 1)};
+          const u32 bf[2] = {word(av[v], 2 * u), word(av[v], 2 * u + 1)};
+          mma_bf16(d[v], af, bf);
+        }
+      }
+    }
+    // The ring kernel's tile end: partials summed in warp order (e[0..1]: row g of the tile,
+    // tokens 2q, 2q + 1; e[2..3]: row g + 8).
+    const int n0 = t * 16;
+    float e[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) e[i] = (d[0][i] + d[1][i]) + (d[2][i] + d[3][i]);
+    part[warp][g][2 * q] = e[0];
+    part[warp][g][2 * q + 1] = e[1];
+    part[warp][g + 8][2 * q] = e[2];
+    part[warp][g + 8][2 * q + 1] = e[3];
+    __syncthreads();
+    if (t == t1 - 1) STAMP(tl, PTL_STORE);
+    if (threadIdx.x < PMAX * 8) {
+      const int i = threadIdx.x % 16, c = threadIdx.x / 16;
+      const int n = n0 + i;
+      if (c < mrows && n < N) {
+        float s = part[0][i][c];
+#pragma unroll
+        for (int k = 1; k < PNW; ++k) s += part[k][i][c];
+        y[(size_t)(m0 + c) * N + n] = s;
+      }
+    }
+    __syncthreads();  // part is rewritten by the next tile
+  }
+  STAMP(tl, PTL_EXIT);
+}
+
 // (rows of a, resident a, tiles of 16 rows of w). The launch gives the stage width (kpw k-blocks per warp) and the ring
 // depth (nst <= PMAXST) with the dynamic shared memory they need (engine.rs, `projection_plan`).
 // `tl` is the timeline's stamp rows in MHC_TIMELINE builds (else unused; the engine passes null).
@@ -255,3 +383,14 @@ PROJ_KERNEL(mhc_projection_m8, 8, true, false)
 PROJ_KERNEL(mhc_projection_m16, 16, false, false)
 PROJ_KERNEL(mhc_projection_w16_m4, 4, true, true)
 PROJ_KERNEL(mhc_projection_w16_m8, 8, true, true)
+
+// The register-resident variants: k-blocks per warp up to CK (K <= CK * 1024), same parameters
+// as the ring kernels (kpw and nst unused).
+#define PROJ_RR_KERNEL(name, CK)                                                              \
+  extern "C" __global__ void __launch_bounds__(PNW * WARP, 1)                                 \
+      name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst, \
+           u64* tl) {                                                                         \
+    proj_rr_body<CK>(a, w, y, M, N, K, tl);                                                   \
+  }
+PROJ_RR_KERNEL(mhc_projection_rr_c4, 4)
+PROJ_RR_KERNEL(mhc_projection_rr_c5, 5)
