@@ -230,8 +230,8 @@ pub struct ProjPlan {
 /// stage and ring; tpb = 0 keeps its grid, else the grid is ceil(n-tiles / tpb) blocks (several
 /// may share an SM); rows is the n-tile's rows of w: 16 takes the W16 variant (w as the MMA's
 /// 16-row operand, M <= 8 with resident rows of a only), 8 or 0 the default 8; regs = 1 takes the
-/// register-resident variant (no ring: a tile of 16 rows of w held in registers, K <= 5120,
-/// M <= 8; kpw and nst are ignored).
+/// register-resident variant (no ring: a tile of 16 rows of w held in registers, and past
+/// K = 5120 partly in shared memory; K <= 7168, M <= 8; kpw and nst are ignored).
 pub type ProjOverride = (u32, u32, u32, u32, u32);
 
 /// Plans measured faster than the heuristic on the H200 (132 SMs) at M <= 4, applied on GPUs with
@@ -305,26 +305,34 @@ pub fn projection_plan(
             )));
         }
     };
-    // The register-resident variant: tiles of 16 rows, up to 5 k-blocks per warp (K <= 5120).
+    // The register-resident variant: tiles of 16 rows, up to 5 k-blocks per warp in registers
+    // and 2 more in shared memory (32 KB each; K <= 7168).
     if forced.map_or(0, |f| f.4) != 0 {
         let ck = k.div_ceil(128).div_ceil(8);
         let rows = forced.map_or(0, |f| f.3);
-        if !res || ck > 5 || !matches!(rows, 0 | 16) || forced.map_or(0, |f| f.4) != 1 {
+        let (kernel, lane_private) = match ck {
+            0..=4 => ("mhc_projection_rr_c4", 0),
+            5 => ("mhc_projection_rr_c5", 0),
+            _ => ("mhc_projection_rr_c7", 2 * 32768),
+        };
+        let smem = a_res(ar.min(8)) + lane_private;
+        if !res
+            || ck > 7
+            || !matches!(rows, 0 | 16)
+            || forced.map_or(0, |f| f.4) != 1
+            || smem > budget
+        {
             return Err(Error::Unsupported(format!(
-                "projection plan with w in registers at M={m}, K={k}: needs regs = 1, tiles of 16 rows, M <= 8 and K <= 5120"
+                "projection plan with w in registers at M={m}, K={k}: needs regs = 1, tiles of 16 rows, M <= 8, K <= 7168 and {smem} bytes of shared memory ({budget} available)"
             )));
         }
         let tpb = forced.map_or(0, |f| f.2 as usize);
         let tiles = n.div_ceil(16).max(1);
         return Ok(ProjPlan {
-            kernel: if ck <= 4 {
-                "mhc_projection_rr_c4"
-            } else {
-                "mhc_projection_rr_c5"
-            },
+            kernel,
             kpw: 0,
             nst: 0,
-            smem: a_res(ar.min(8)) as u32,
+            smem: smem as u32,
             blocks: if tpb == 0 {
                 tiles.min(sms.max(1) as usize)
             } else {
@@ -514,8 +522,8 @@ mod tests {
             assert_eq!(other, heuristic(1, 114));
             assert_eq!(pp(8, k, n, None).unwrap(), heuristic(8, 132));
         }
-        // w in registers: tiles of 16 rows, the variant by K, a's rows only in shared memory;
-        // refused past K = 5120, past M = 8 and with tiles of 8 rows asked for.
+        // w in registers: tiles of 16 rows, the variant by K, a's rows in shared memory (and at
+        // K = 7168 two k-blocks a warp); refused past K = 7168, past M = 8 and with tiles of 8 rows.
         let p = pp(3, 4096, 1024, Some((0, 0, 0, 0, 1))).unwrap();
         assert_eq!(
             (p.kernel, p.blocks, p.smem),
@@ -526,7 +534,12 @@ mod tests {
             (p.kernel, p.blocks, p.smem),
             ("mhc_projection_rr_c5", 64, 8 * (2 * 5120 + 64))
         );
-        assert!(pp(1, 7168, 1024, Some((0, 0, 0, 0, 1))).is_err());
+        let p = pp(1, 7168, 1024, Some((0, 0, 0, 0, 1))).unwrap();
+        assert_eq!(
+            (p.kernel, p.smem),
+            ("mhc_projection_rr_c7", 4 * (2 * 7168 + 64) + 65536)
+        );
+        assert!(pp(1, 7176, 1024, Some((0, 0, 0, 0, 1))).is_err());
         assert!(pp(9, 4096, 1024, Some((0, 0, 0, 0, 1))).is_err());
         assert!(pp(1, 4096, 1024, Some((0, 0, 0, 8, 1))).is_err());
         assert!(pp(1, 4096, 1024, Some((0, 0, 0, 0, 2))).is_err());

@@ -250,20 +250,25 @@ __device__ __forceinline__ uint4 ld_stream16(const void* p) {
   return v;
 }
 
-// The register-resident variant (RR; M <= 8, tiles of 16 rows of w, K <= CK * 1024): no ring. A
-// block's tile of w goes straight from memory into registers, like a pure read of w: before
-// pdl_wait() every lane issues all of its loads (warp wp holds the k-blocks kb = wp mod PNW of
-// rows g and g + 8, up to CK of them, 32 * CK registers), so under programmatic dependent launch
-// the whole tile streams during the previous call. After the wait the rows of a land in shared
-// memory (one bulk copy per row) and the MMAs read w from registers: no shared-memory pass over w
-// after the last byte arrives. Every warp runs exactly the W16 ring kernel's MMA sequence (same
-// k-blocks in the same order into the same four accumulators, the same warp-order sum), so the
-// bits are those of every other plan. A block with several tiles loads the next one after
-// computing the current one.
-template <int CK>
+// The register-resident variant (RR; M <= 8, tiles of 16 rows of w, K <= (CR + CS) * 1024): no
+// ring. A block's tile of w goes straight from memory into registers, like a pure read of w:
+// before pdl_wait() every lane issues all of its loads (warp wp holds the k-blocks kb = wp mod
+// PNW of rows g and g + 8: the first CR of them in registers, 32 * CR of them, and the next CS in
+// a lane-private area of shared memory by 16-byte cp.async, where K is too long for the register
+// file), so under programmatic dependent launch the whole tile streams during the previous call.
+// After the wait the rows of a land in shared memory (one bulk copy per row) and the MMAs read w
+// from registers: no block-wide shared-memory pass over w after the last byte arrives. Every warp
+// runs exactly the W16 ring kernel's MMA sequence (same k-blocks in the same order into the same
+// four accumulators, the same warp-order sum), so the bits are those of every other plan. A block
+// with several tiles loads the next one after computing the current one.
+template <int CR, int CS>
 __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
                                              float* __restrict__ y, int M, int N, int K, u64* tl) {
-  extern __shared__ __align__(128) unsigned char psm[];  // the resident rows of a
+  // Dynamic shared memory: the lane-private k-blocks (CS * 4 * 2 vectors of 16 bytes a thread,
+  // thread-minor), then the resident rows of a.
+  extern __shared__ __align__(128) unsigned char psm[];
+  uint4* const wsm = (uint4*)psm;
+  unsigned char* const asm_ = psm + CS * 8 * (PNW * WARP) * 16;
   __shared__ float part[PNW][PMAX][8];
   __shared__ unsigned long long abar;
   STAMP(tl, PTL_ENTRY);
@@ -285,7 +290,9 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
   __syncthreads();
 
   const uint4 z = make_uint4(0, 0, 0, 0);
-  uint4 w0[CK][4], w1[CK][4];  // rows g and g + 8, k-block c * PNW + warp, vector v
+  uint4 w0[CR][4], w1[CR][4];  // rows g and g + 8, k-block c * PNW + warp, vector v
+  // The lane-private vector i (i = ((c - CR) * 4 + v) * 2 + row) of this thread.
+  auto wsl = [&](int i) { return wsm + i * (PNW * WARP) + threadIdx.x; };
   // Rows past N and columns past K are not loaded: zeros enter the MMA (rows past N are never
   // stored, and columns past K never run: the k-block loop stops where the ring kernel's does).
   auto load_tile = [&](int t) {
@@ -294,12 +301,18 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
     const bf16_t* p0 = w + (size_t)(n0 + g) * K;
     const bf16_t* p1 = p0 + (size_t)8 * K;
 #pragma unroll
-    for (int c = 0; c < CK; ++c) {
+    for (int c = 0; c < CR + CS; ++c) {
 #pragma unroll
       for (int v = 0; v < 4; ++v) {
         const int col = (c * PNW + warp) * PKB + 8 * q + 32 * v;
-        w0[c][v] = r0ok && col < K ? ld_stream16(p0 + col) : z;
-        w1[c][v] = r1ok && col < K ? ld_stream16(p1 + col) : z;
+        if (c < CR) {
+          w0[c][v] = r0ok && col < K ? ld_stream16(p0 + col) : z;
+          w1[c][v] = r1ok && col < K ? ld_stream16(p1 + col) : z;
+        } else {
+          const int i = ((c - CR) * 4 + v) * 2;
+          cp_async16(wsl(i), r0ok && col < K ? p0 + col : w, r0ok && col < K ? 16 : 0);
+          cp_async16(wsl(i + 1), r1ok && col < K ? p1 + col : w, r1ok && col < K ? 16 : 0);
+        }
       }
     }
   };
@@ -319,24 +332,27 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
   for (int t = t0; t < t1; ++t) {
     if (t > t0) load_tile(t);
     if (t == t1 - 1) STAMP(tl, PTL_LAST);
+    if (CS > 0) cp_async_wait_all();  // this thread's own lane-private vectors
     float d[4][4] = {};
 #pragma unroll
-    for (int c = 0; c < CK; ++c) {
+    for (int c = 0; c < CR + CS; ++c) {
       const int kb = c * PNW + warp;
       if (kb >= nkb) break;
-      const unsigned char* sa_ = psm + g * arow + kb * (2 * PKB) + 16 * q;
-      uint4 av[4];
+      const unsigned char* sa_ = asm_ + g * arow + kb * (2 * PKB) + 16 * q;
+      uint4 av[4], x0[4], x1[4];
 #pragma unroll
       for (int v = 0; v < 4; ++v) {
         const bool kok = kb * PKB + 8 * q + 32 * v < K;
         av[v] = kok && a0ok ? *(const uint4*)(sa_ + 64 * v) : z;
+        x0[v] = c < CR ? w0[c < CR ? c : 0][v] : *wsl(((c - CR) * 4 + v) * 2);
+        x1[v] = c < CR ? w1[c < CR ? c : 0][v] : *wsl(((c - CR) * 4 + v) * 2 + 1);
       }
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
 #pragma unroll
         for (int v = 0; v < 4; ++v) {
-          const u32 af[4] = {word(w0[c][v], 2 * u), word(w1[c][v], 2 * u), word(w0[c][v], 2 * u + 1),
-                             word(w1[c][v], 2 * u + 1)};
+          const u32 af[4] = {word(x0[v], 2 * u), word(x1[v], 2 * u), word(x0[v], 2 * u + 1),
+                             word(x1[v], 2 * u + 1)};
           const u32 bf[2] = {word(av[v], 2 * u), word(av[v], 2 * u + 1)};
           mma_bf16(d[v], af, bf);
         }
@@ -384,13 +400,14 @@ PROJ_KERNEL(mhc_projection_m16, 16, false, false)
 PROJ_KERNEL(mhc_projection_w16_m4, 4, true, true)
 PROJ_KERNEL(mhc_projection_w16_m8, 8, true, true)
 
-// The register-resident variants: k-blocks per warp up to CK (K <= CK * 1024), same parameters
-// as the ring kernels (kpw and nst unused).
-#define PROJ_RR_KERNEL(name, CK)                                                              \
+// The register-resident variants: CR k-blocks per warp in registers and CS in shared memory
+// (K <= (CR + CS) * 1024), same parameters as the ring kernels (kpw and nst unused).
+#define PROJ_RR_KERNEL(name, CR, CS)                                                          \
   extern "C" __global__ void __launch_bounds__(PNW * WARP, 1)                                 \
       name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst, \
            u64* tl) {                                                                         \
-    proj_rr_body<CK>(a, w, y, M, N, K, tl);                                                   \
+    proj_rr_body<CR, CS>(a, w, y, M, N, K, tl);                                               \
   }
-PROJ_RR_KERNEL(mhc_projection_rr_c4, 4)
-PROJ_RR_KERNEL(mhc_projection_rr_c5, 5)
+PROJ_RR_KERNEL(mhc_projection_rr_c4, 4, 0)
+PROJ_RR_KERNEL(mhc_projection_rr_c5, 5, 0)
+PROJ_RR_KERNEL(mhc_projection_rr_c7, 5, 2)
