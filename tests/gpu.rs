@@ -254,15 +254,14 @@ fn every_plan_gives_the_same_bits() {
 
 /// Every projection plan (stage width, ring depth, one slot or eight, one to three n-tiles per
 /// block, n-tiles of 8 or 16 rows of w (the operands swapped), w held in registers (one or
-/// several tiles per block), the heuristic's and the measured table's) gives the bits of the
-/// default plan, at shapes
-/// with a part tile (N = 300, 1000, 33), several tiles per block and a part of a stage
-/// (K = 4104), for resident and staged rows of a.
+/// several tiles per block, a second tile in shared memory), the heuristic's and the measured
+/// table's) gives the bits of the default plan, at shapes with a part tile (N = 300, 1000, 33),
+/// several tiles per block and a part of a stage (K = 4104), for resident and staged rows of a.
 #[test]
 fn every_projection_plan_gives_the_same_bits() {
     gpu!(e, PathChoice::Fused);
     let c = cfg(4, 5120);
-    let plans: [(u32, u32, u32, u32, u32); 18] = [
+    let plans: [(u32, u32, u32, u32, u32); 20] = [
         (0, 0, 0, 0, 0),
         (1, 1, 0, 0, 0),
         (1, 8, 0, 0, 0),
@@ -281,6 +280,8 @@ fn every_projection_plan_gives_the_same_bits() {
         (0, 0, 0, 0, 1),
         (0, 0, 1, 16, 1),
         (0, 0, 3, 0, 1),
+        (0, 0, 0, 0, 2),
+        (0, 0, 3, 16, 2),
     ];
     // (2, 2560, 4096), (4, 1024, 5120) and (3, 2048, 5120) take measured plans by default (plan.rs;
     // the last one tiles of 16 rows); (0, 0, 0, 0) is the heuristic's.
@@ -307,13 +308,15 @@ fn every_projection_plan_gives_the_same_bits() {
         let mut ran = 0;
         for p in plans {
             e.set_projection_plan_override(Some(p));
-            // Plans too large for the shared memory (16 staged rows of a), tiles of 16 rows of w
-            // without resident rows of a, are refused, by name.
+            // Plans too large for the shared memory (16 staged rows of a, or a second tile in
+            // registers' shared memory beside 8 rows of a or past K = 5120), and tiles of 16 rows
+            // of w without resident rows of a, are refused, by name.
             let (got, route) = match e.execute(&args) {
                 Ok(r) => r,
                 Err(err) => {
                     assert!(
-                        m > 8 && err.to_string().contains("projection plan"),
+                        (m > 8 || p.4 == 2 && (k > 5120 || m > 4 && k > 4104))
+                            && err.to_string().contains("projection plan"),
                         "M={m} N={n} K={k} plan {p:?}: {err}"
                     );
                     continue;

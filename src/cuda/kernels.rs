@@ -81,6 +81,8 @@ pub const PROJECTION: KernelModule = KernelModule {
         "mhc_projection_rr_c4",
         "mhc_projection_rr_c5",
         "mhc_projection_rr_c7",
+        "mhc_projection_rr2_c4",
+        "mhc_projection_rr2_c5",
     ],
 };
 

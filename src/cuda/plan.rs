@@ -231,7 +231,8 @@ pub struct ProjPlan {
 /// may share an SM); rows is the n-tile's rows of w: 16 takes the W16 variant (w as the MMA's
 /// 16-row operand, M <= 8 with resident rows of a only), 8 or 0 the default 8; regs = 1 takes the
 /// register-resident variant (no ring: a tile of 16 rows of w held in registers, and past
-/// K = 5120 partly in shared memory; K <= 7168, M <= 8; kpw and nst are ignored).
+/// K = 5120 partly in shared memory; K <= 7168, M <= 8; kpw and nst are ignored), regs = 2 the
+/// same with two tiles a block (tpb 0 means 2), the second whole in shared memory (K <= 5120).
 pub type ProjOverride = (u32, u32, u32, u32, u32);
 
 /// Plans measured faster than the heuristic on the H200 (132 SMs) at M <= 4, applied on GPUs with
@@ -305,28 +306,32 @@ pub fn projection_plan(
             )));
         }
     };
-    // The register-resident variant: tiles of 16 rows, up to 5 k-blocks per warp in registers
-    // and 2 more in shared memory (32 KB each; K <= 7168).
-    if forced.map_or(0, |f| f.4) != 0 {
+    // The register-resident variants: tiles of 16 rows, up to 5 k-blocks per warp in registers
+    // and 2 more in shared memory (32 KB each; K <= 7168); regs = 2: two tiles a block, the
+    // second whole in shared memory (K <= 5120).
+    let regs = forced.map_or(0, |f| f.4);
+    if regs != 0 {
         let ck = k.div_ceil(128).div_ceil(8);
         let rows = forced.map_or(0, |f| f.3);
-        let (kernel, lane_private) = match ck {
-            0..=4 => ("mhc_projection_rr_c4", 0),
-            5 => ("mhc_projection_rr_c5", 0),
-            _ => ("mhc_projection_rr_c7", 2 * 32768),
+        let (kernel, lane_private) = match (regs, ck) {
+            (1, 0..=4) => ("mhc_projection_rr_c4", 0),
+            (1, 5) => ("mhc_projection_rr_c5", 0),
+            (1, _) => ("mhc_projection_rr_c7", 2 * 32768),
+            (_, 0..=4) => ("mhc_projection_rr2_c4", 4 * 32768),
+            _ => ("mhc_projection_rr2_c5", 5 * 32768),
         };
         let smem = a_res(ar.min(8)) + lane_private;
-        if !res
-            || ck > 7
-            || !matches!(rows, 0 | 16)
-            || forced.map_or(0, |f| f.4) != 1
-            || smem > budget
-        {
+        let kmax = if regs == 1 { 7 } else { 5 };
+        if !res || ck > kmax || !matches!(rows, 0 | 16) || regs > 2 || smem > budget {
             return Err(Error::Unsupported(format!(
-                "projection plan with w in registers at M={m}, K={k}: needs regs = 1, tiles of 16 rows, M <= 8, K <= 7168 and {smem} bytes of shared memory ({budget} available)"
+                "projection plan with w in registers (regs = {regs}) at M={m}, K={k}: needs regs = 1 or 2, tiles of 16 rows, M <= 8, K <= {} and {smem} bytes of shared memory ({budget} available)",
+                kmax * 1024
             )));
         }
-        let tpb = forced.map_or(0, |f| f.2 as usize);
+        let tpb = match forced.map_or(0, |f| f.2 as usize) {
+            0 if regs == 2 => 2,
+            t => t,
+        };
         let tiles = n.div_ceil(16).max(1);
         return Ok(ProjPlan {
             kernel,
@@ -540,9 +545,19 @@ mod tests {
             ("mhc_projection_rr_c7", 4 * (2 * 7168 + 64) + 65536)
         );
         assert!(pp(1, 7176, 1024, Some((0, 0, 0, 0, 1))).is_err());
+        let p = pp(4, 4096, 2048, Some((0, 0, 0, 0, 2))).unwrap();
+        assert_eq!(
+            (p.kernel, p.blocks, p.smem),
+            ("mhc_projection_rr2_c4", 64, 4 * (2 * 4096 + 64) + 131072)
+        );
+        let p = pp(1, 5120, 2560, Some((0, 0, 0, 16, 2))).unwrap();
+        assert_eq!((p.kernel, p.blocks), ("mhc_projection_rr2_c5", 80));
+        // 8 rows of a beside a 160 KB tile do not fit; nor does a second tile at K = 7168.
+        assert!(pp(5, 5120, 2560, Some((0, 0, 0, 0, 2))).is_err());
+        assert!(pp(1, 7168, 2048, Some((0, 0, 0, 0, 2))).is_err());
+        assert!(pp(1, 4096, 1024, Some((0, 0, 0, 0, 3))).is_err());
         assert!(pp(9, 4096, 1024, Some((0, 0, 0, 0, 1))).is_err());
         assert!(pp(1, 4096, 1024, Some((0, 0, 0, 8, 1))).is_err());
-        assert!(pp(1, 4096, 1024, Some((0, 0, 0, 0, 2))).is_err());
         let p = pp(4, 4096, 2560, None).unwrap();
         assert_eq!((p.kpw, p.nst, p.blocks), (2, 2, 160));
         let p = pp(4, 5120, 2560, None).unwrap();

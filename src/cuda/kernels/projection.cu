@@ -261,14 +261,15 @@ __device__ __forceinline__ uint4 ld_stream16(const void* p) {
 // runs exactly the W16 ring kernel's MMA sequence (same k-blocks in the same order into the same
 // four accumulators, the same warp-order sum), so the bits are those of every other plan. A block
 // with several tiles loads the next one after computing the current one.
-template <int CR, int CS>
+template <int CR, int CS, bool TWO>
 __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
                                              float* __restrict__ y, int M, int N, int K, u64* tl) {
-  // Dynamic shared memory: the lane-private k-blocks (CS * 4 * 2 vectors of 16 bytes a thread,
-  // thread-minor), then the resident rows of a.
+  // Dynamic shared memory: the lane-private vectors (thread-minor, 16 bytes each: CS * 8 of the
+  // first tile, then with TWO CR * 8 of the second), then the resident rows of a.
+  constexpr int NLP = CS * 8 + (TWO ? CR * 8 : 0);
   extern __shared__ __align__(128) unsigned char psm[];
   uint4* const wsm = (uint4*)psm;
-  unsigned char* const asm_ = psm + CS * 8 * (PNW * WARP) * 16;
+  unsigned char* const asm_ = psm + NLP * (PNW * WARP) * 16;
   __shared__ float part[PNW][PMAX][8];
   __shared__ unsigned long long abar;
   STAMP(tl, PTL_ENTRY);
@@ -291,11 +292,14 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
 
   const uint4 z = make_uint4(0, 0, 0, 0);
   uint4 w0[CR][4], w1[CR][4];  // rows g and g + 8, k-block c * PNW + warp, vector v
-  // The lane-private vector i (i = ((c - CR) * 4 + v) * 2 + row) of this thread.
+  // This thread's lane-private vector i: vector v of row g + 8r of k-block c is, for the first
+  // tile (c >= CR), i = (c - CR) * 8 + v * 2 + r; with TWO, for the second, CS * 8 + c * 8 + v * 2 + r.
   auto wsl = [&](int i) { return wsm + i * (PNW * WARP) + threadIdx.x; };
-  // Rows past N and columns past K are not loaded: zeros enter the MMA (rows past N are never
-  // stored, and columns past K never run: the k-block loop stops where the ring kernel's does).
-  auto load_tile = [&](int t) {
+  // Tile t's k-blocks c of rows g and g + 8: those below `creg` into registers, the others by
+  // cp.async into the lane-private vectors from `base` on. Rows past N and columns past K are not
+  // loaded: zeros enter the MMA (rows past N are never stored, and columns past K never run: the
+  // k-block loop stops where the ring kernel's does).
+  auto load_tile = [&](int t, int creg, int base) {
     const int n0 = t * 16;
     const bool r0ok = n0 + g < N, r1ok = n0 + g + 8 < N;
     const bf16_t* p0 = w + (size_t)(n0 + g) * K;
@@ -305,34 +309,39 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
 #pragma unroll
       for (int v = 0; v < 4; ++v) {
         const int col = (c * PNW + warp) * PKB + 8 * q + 32 * v;
-        if (c < CR) {
-          w0[c][v] = r0ok && col < K ? ld_stream16(p0 + col) : z;
-          w1[c][v] = r1ok && col < K ? ld_stream16(p1 + col) : z;
+        if (c < creg) {
+          w0[c < CR ? c : 0][v] = r0ok && col < K ? ld_stream16(p0 + col) : z;
+          w1[c < CR ? c : 0][v] = r1ok && col < K ? ld_stream16(p1 + col) : z;
         } else {
-          const int i = ((c - CR) * 4 + v) * 2;
+          const int i = base + (c - creg) * 8 + v * 2;
           cp_async16(wsl(i), r0ok && col < K ? p0 + col : w, r0ok && col < K ? 16 : 0);
           cp_async16(wsl(i + 1), r1ok && col < K ? p1 + col : w, r1ok && col < K ? 16 : 0);
         }
       }
     }
   };
-  load_tile(t0);
+  load_tile(t0, CR, 0);
+  // With TWO the block's second tile goes whole to shared memory, also ahead of the wait.
+  if (TWO && t0 + 1 < t1) load_tile(t0 + 1, 0, CS * 8);
   STAMP(tl, PTL_ISSUED);
 
   pdl_wait();  // a may be the previous kernel's output; y may still be read by it
   STAMP(tl, PTL_WAITED);
   if (threadIdx.x == 0) mbar_expect_tx(&abar, 2u * (u32)K * mrows);
   if (lane == 1)
-    for (int r = warp; r < mrows; r += PNW) bulk_copy(psm + r * arow, a + (size_t)(m0 + r) * K, 2u * (u32)K, &abar);
+    for (int r = warp; r < mrows; r += PNW) bulk_copy(asm_ + r * arow, a + (size_t)(m0 + r) * K, 2u * (u32)K, &abar);
   mbar_wait(&abar, 0);
   STAMP(tl, PTL_A);
 
   const bool a0ok = g < mrows;
 #pragma unroll 1
   for (int t = t0; t < t1; ++t) {
-    if (t > t0) load_tile(t);
+    // Where tile t is: registers (and CS k-blocks from lane-private vector 0 on), or with TWO,
+    // for the block's second tile, wholly in shared memory from vector CS * 8 on.
+    const bool insm = TWO && t == t0 + 1;
+    if (t > t0 && !insm) load_tile(t, CR, 0);
     if (t == t1 - 1) STAMP(tl, PTL_LAST);
-    if (CS > 0) cp_async_wait_all();  // this thread's own lane-private vectors
+    if (CS > 0 || TWO) cp_async_wait_all();  // this thread's own lane-private vectors
     float d[4][4] = {};
 #pragma unroll
     for (int c = 0; c < CR + CS; ++c) {
@@ -344,8 +353,9 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
       for (int v = 0; v < 4; ++v) {
         const bool kok = kb * PKB + 8 * q + 32 * v < K;
         av[v] = kok && a0ok ? *(const uint4*)(sa_ + 64 * v) : z;
-        x0[v] = c < CR ? w0[c < CR ? c : 0][v] : *wsl(((c - CR) * 4 + v) * 2);
-        x1[v] = c < CR ? w1[c < CR ? c : 0][v] : *wsl(((c - CR) * 4 + v) * 2 + 1);
+        const int i = insm ? CS * 8 + c * 8 + v * 2 : (c - CR) * 8 + v * 2;
+        x0[v] = !insm && c < CR ? w0[c < CR ? c : 0][v] : *wsl(i);
+        x1[v] = !insm && c < CR ? w1[c < CR ? c : 0][v] : *wsl(i + 1);
       }
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
@@ -401,13 +411,16 @@ PROJ_KERNEL(mhc_projection_w16_m4, 4, true, true)
 PROJ_KERNEL(mhc_projection_w16_m8, 8, true, true)
 
 // The register-resident variants: CR k-blocks per warp in registers and CS in shared memory
-// (K <= (CR + CS) * 1024), same parameters as the ring kernels (kpw and nst unused).
-#define PROJ_RR_KERNEL(name, CR, CS)                                                          \
+// (K <= (CR + CS) * 1024), with TWO (rr2) a block's second tile wholly in shared memory; same
+// parameters as the ring kernels (kpw and nst unused).
+#define PROJ_RR_KERNEL(name, CR, CS, TWO)                                                     \
   extern "C" __global__ void __launch_bounds__(PNW * WARP, 1)                                 \
       name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst, \
            u64* tl) {                                                                         \
-    proj_rr_body<CR, CS>(a, w, y, M, N, K, tl);                                               \
+    proj_rr_body<CR, CS, TWO>(a, w, y, M, N, K, tl);                                          \
   }
-PROJ_RR_KERNEL(mhc_projection_rr_c4, 4, 0)
-PROJ_RR_KERNEL(mhc_projection_rr_c5, 5, 0)
-PROJ_RR_KERNEL(mhc_projection_rr_c7, 5, 2)
+PROJ_RR_KERNEL(mhc_projection_rr_c4, 4, 0, false)
+PROJ_RR_KERNEL(mhc_projection_rr_c5, 5, 0, false)
+PROJ_RR_KERNEL(mhc_projection_rr_c7, 5, 2, false)
+PROJ_RR_KERNEL(mhc_projection_rr2_c4, 4, 0, true)
+PROJ_RR_KERNEL(mhc_projection_rr2_c5, 5, 0, true)
