@@ -284,7 +284,7 @@ fn every_projection_plan_gives_the_same_bits() {
         (0, 0, 3, 16, 2),
     ];
     // (2, 2560, 4096), (4, 1024, 5120) and (3, 2048, 5120) take measured plans by default (plan.rs;
-    // the last one tiles of 16 rows); (0, 0, 0, 0) is the heuristic's.
+    // the last two w in registers); (0, 0, 0, 0, 0) is the heuristic's.
     for (m, n, k) in [
         (1, 2560, 7168),
         (2, 2560, 4096),

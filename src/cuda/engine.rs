@@ -850,9 +850,10 @@ impl CudaEngine {
             }
             Op::Projection => {
                 let p = &call.proj;
-                // Blocks that each own whole n-tiles of 8 rows of w (kernels/projection.cu); the
-                // plan picks the variant (rows of a resident or staged), the stage width, the ring
-                // depth and the grid. The arithmetic depends on K only.
+                // Blocks that each own whole n-tiles of 8 or 16 rows of w (kernels/projection.cu);
+                // the plan picks the variant (rows of a resident or staged, w through a ring or in
+                // registers), the stage width, the ring depth and the grid. The arithmetic depends
+                // on K only.
                 let pp = plan::projection_plan(
                     p.m,
                     p.k,

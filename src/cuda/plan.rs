@@ -235,26 +235,31 @@ pub struct ProjPlan {
 /// same with two tiles a block (tpb 0 means 2), the second whole in shared memory (K <= 5120).
 pub type ProjOverride = (u32, u32, u32, u32, u32);
 
-/// Plans measured faster than the heuristic on the H200 (132 SMs) at M <= 4, applied on GPUs with
-/// 132 SMs (an H100 SXM has as many: not measured there): (K, N) -> (kpw, nst, tpb, rows) as in
-/// `ProjOverride`, and whether the entry needs programmatic dependent launch (the first entry for
-/// (K, N) that applies wins, so a PDL-only entry may have a fallback after it).
+/// Plans measured faster than the heuristic on the H200 (132 SMs), applied on GPUs with 132 SMs
+/// (an H100 SXM has as many: not measured there): (K, N) -> (kpw, nst, tpb, rows, regs) as in
+/// `ProjOverride`, whether the entry needs programmatic dependent launch, and the largest M it
+/// applies to (the first entry for (K, N) that applies wins, so an entry may have a fallback
+/// after it). Every plan gives the same bits, so a choice by M keeps the batch invariance.
 ///
-/// Tiles of 8 rows (PERF_NOTES.md attempt 21; each faster by >= 4 % at M = 1, 2, 4 in two runs):
-/// where a tile is one stage (K <= 5120), a grid of half the SMs at N = 1024 lets consecutive
-/// calls run on disjoint SMs (with PDL only: without it, half the SMs idle, 16-24 % slower), and
-/// at N = 2560 two blocks of two tiles each share an SM. Tiles of 16 rows (W16, attempt 24; faster
-/// than the best 8-row plan at M = 1, 2 and 4 in one run, measured with PDL only): 4096 x 1024
-/// -12 %, 5120 x 2048 -5 to -7 %, 7168 x 2048 -8 %, 5120 x 2560 -9 to -13 %.
-const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool); 8] = [
-    ((4096, 1024), (0, 0, 0, 16, 0), true),
-    ((5120, 1024), (0, 0, 2, 0, 0), true),
-    ((4096, 2048), (2, 2, 0, 0, 0), false),
-    ((4096, 2560), (2, 2, 2, 0, 0), false),
-    ((5120, 2048), (0, 0, 0, 16, 0), true),
-    ((5120, 2560), (1, 2, 1, 16, 0), true),
-    ((5120, 2560), (2, 2, 2, 0, 0), false),
-    ((7168, 2048), (0, 0, 0, 16, 0), true),
+/// w in registers (PERF_NOTES.md attempt 25, two runs on two machines, M = 1, 2, 4 and 8, PDL on
+/// and off): at N = 1024 and 2048, -7 to -35 % with PDL and -0.4 to -13 % without it; at K = 4096,
+/// N = 2048 with PDL, two tiles a block (the second in shared memory, half the SMs a call) another
+/// -6 % at M <= 4 (without PDL it is slower than one tile a block). At N = 2560 (160 tiles of 16
+/// rows, more than one wave of one block per SM) it is 10-31 % slower, and the ring stays.
+///
+/// The ring at N = 2560 (attempts 21 and 24): tiles of 8 rows with two blocks of two tiles each
+/// sharing an SM, and at K = 5120 with PDL tiles of 16 rows in one-k-block stages, 160 blocks.
+const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 10] = [
+    ((4096, 1024), (0, 0, 0, 0, 1), false, 8),
+    ((5120, 1024), (0, 0, 0, 0, 1), false, 8),
+    ((7168, 1024), (0, 0, 0, 0, 1), false, 8),
+    ((4096, 2048), (0, 0, 0, 0, 2), true, 4),
+    ((4096, 2048), (0, 0, 0, 0, 1), false, 8),
+    ((5120, 2048), (0, 0, 0, 0, 1), false, 8),
+    ((7168, 2048), (0, 0, 0, 0, 1), false, 8),
+    ((4096, 2560), (2, 2, 2, 0, 0), false, 4),
+    ((5120, 2560), (1, 2, 1, 16, 0), true, 4),
+    ((5120, 2560), (2, 2, 2, 0, 0), false, 4),
 ];
 
 /// Most ring slots (PMAXST in kernels/projection.cu).
@@ -349,11 +354,11 @@ pub fn projection_plan(
     let avail = budget.saturating_sub(if res { a_res(ar) } else { 0 });
     let tiles = n.div_ceil(th).max(1);
     // A measured plan where there is one (falling back to the heuristic if it does not fit).
-    let tuned = (forced.is_none() && sms == 132 && res && ar == 4)
+    let tuned = (forced.is_none() && sms == 132 && res)
         .then(|| {
             PROJ_TUNED_H200
                 .iter()
-                .find(|e| e.0 == (k, n) && (pdl || !e.2))
+                .find(|e| e.0 == (k, n) && (pdl || !e.2) && m <= e.3)
         })
         .flatten();
     if let Some(Ok(p)) = tuned.map(|e| projection_plan(m, k, n, sms, pdl, budget, Some(e.1))) {
@@ -506,15 +511,15 @@ mod tests {
             pp(1, 4096, 1024, Some((0, 0, 0, 8, 0))).unwrap(),
             pp(1, 4096, 1024, Some((0, 0, 0, 0, 0))).unwrap()
         );
-        // The measured table applies on 132 SMs at M <= 4 only: the first entry for (K, N) that
+        // The measured table applies on 132 SMs up to its M: the first entry for (K, N) that
         // applies (PDL-only entries need PDL), else the heuristic; every entry fits.
-        for ((k, n), _, _) in PROJ_TUNED_H200 {
+        for ((k, n), _, _, _) in PROJ_TUNED_H200 {
             for pdl in [true, false] {
-                let entry = PROJ_TUNED_H200
-                    .iter()
-                    .find(|e| e.0 == (k, n) && (pdl || !e.2))
-                    .map_or((0, 0, 0, 0, 0), |e| e.1);
-                for m in [1, 2, 4] {
+                for m in 1..=8 {
+                    let entry = PROJ_TUNED_H200
+                        .iter()
+                        .find(|e| e.0 == (k, n) && (pdl || !e.2) && m <= e.3)
+                        .map_or((0, 0, 0, 0, 0), |e| e.1);
                     let got = projection_plan(m, k, n, 132, pdl, budget, None).unwrap();
                     let want = projection_plan(m, k, n, 132, pdl, budget, Some(entry)).unwrap();
                     assert_eq!(got, want, "{k} {n} {m} {pdl}");
@@ -525,7 +530,7 @@ mod tests {
             };
             let other = projection_plan(1, k, n, 114, true, budget, None).unwrap();
             assert_eq!(other, heuristic(1, 114));
-            assert_eq!(pp(8, k, n, None).unwrap(), heuristic(8, 132));
+            assert_eq!(pp(9, k, n, None).unwrap(), heuristic(9, 132));
         }
         // w in registers: tiles of 16 rows, the variant by K, a's rows in shared memory (and at
         // K = 7168 two k-blocks a warp); refused past K = 7168, past M = 8 and with tiles of 8 rows.

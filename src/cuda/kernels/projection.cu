@@ -30,7 +30,10 @@
 //   still one MMA element over the same products in the same k order (the GPU test compares the
 //   two layouts bit for bit);
 // - after a tile's last stage the warps' partial tiles are summed in warp order through shared
-//   memory and stored.
+//   memory and stored;
+// - the register-resident variants (rr, rr2; further down) skip the ring: each warp loads its
+//   k-blocks of a 16-row tile straight into registers before the wait, as a pure read of w does,
+//   and runs the W16 MMA sequence from there; the H200 table (plan.rs) takes them at N <= 2048.
 //
 // Row m's result depends only on row m of a, w and K: a warp's k-blocks (kb = wp mod PNW, in
 // ascending order), the MMA sequence into each accumulator, the accumulators' sum and the warp
