@@ -261,7 +261,7 @@ fn every_plan_gives_the_same_bits() {
 fn every_projection_plan_gives_the_same_bits() {
     gpu!(e, PathChoice::Fused);
     let c = cfg(4, 5120);
-    let plans: [(u32, u32, u32, u32, u32); 20] = [
+    let plans: [(u32, u32, u32, u32, u32); 21] = [
         (0, 0, 0, 0, 0),
         (1, 1, 0, 0, 0),
         (1, 8, 0, 0, 0),
@@ -281,6 +281,7 @@ fn every_projection_plan_gives_the_same_bits() {
         (0, 0, 1, 16, 1),
         (0, 0, 3, 0, 1),
         (0, 0, 0, 0, 2),
+        (0, 0, 2, 0, 2),
         (0, 0, 3, 16, 2),
     ];
     // (2, 2560, 4096), (4, 1024, 5120) and (3, 2048, 5120) take measured plans by default (plan.rs;

@@ -232,7 +232,8 @@ pub struct ProjPlan {
 /// 16-row operand, M <= 8 with resident rows of a only), 8 or 0 the default 8; regs = 1 takes the
 /// register-resident variant (no ring: a tile of 16 rows of w held in registers, and past
 /// K = 5120 partly in shared memory; K <= 7168, M <= 8; kpw and nst are ignored), regs = 2 the
-/// same with two tiles a block (tpb 0 means 2), the second whole in shared memory (K <= 5120).
+/// same where a block has two tiles (tpb 2, or more tiles than SMs), the second whole in shared
+/// memory (K <= 5120).
 pub type ProjOverride = (u32, u32, u32, u32, u32);
 
 /// Plans measured faster than the heuristic on the H200 (132 SMs), applied on GPUs with 132 SMs
@@ -253,7 +254,7 @@ const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 10] = [
     ((4096, 1024), (0, 0, 0, 0, 1), false, 8),
     ((5120, 1024), (0, 0, 0, 0, 1), false, 8),
     ((7168, 1024), (0, 0, 0, 0, 1), false, 8),
-    ((4096, 2048), (0, 0, 0, 0, 2), true, 4),
+    ((4096, 2048), (0, 0, 2, 0, 2), true, 4),
     ((4096, 2048), (0, 0, 0, 0, 1), false, 8),
     ((5120, 2048), (0, 0, 0, 0, 1), false, 8),
     ((7168, 2048), (0, 0, 0, 0, 1), false, 8),
@@ -333,10 +334,7 @@ pub fn projection_plan(
                 kmax * 1024
             )));
         }
-        let tpb = match forced.map_or(0, |f| f.2 as usize) {
-            0 if regs == 2 => 2,
-            t => t,
-        };
+        let tpb = forced.map_or(0, |f| f.2 as usize);
         let tiles = n.div_ceil(16).max(1);
         return Ok(ProjPlan {
             kernel,
@@ -550,13 +548,13 @@ mod tests {
             ("mhc_projection_rr_c7", 4 * (2 * 7168 + 64) + 65536)
         );
         assert!(pp(1, 7176, 1024, Some((0, 0, 0, 0, 1))).is_err());
-        let p = pp(4, 4096, 2048, Some((0, 0, 0, 0, 2))).unwrap();
+        let p = pp(4, 4096, 2048, Some((0, 0, 2, 0, 2))).unwrap();
         assert_eq!(
             (p.kernel, p.blocks, p.smem),
             ("mhc_projection_rr2_c4", 64, 4 * (2 * 4096 + 64) + 131072)
         );
         let p = pp(1, 5120, 2560, Some((0, 0, 0, 16, 2))).unwrap();
-        assert_eq!((p.kernel, p.blocks), ("mhc_projection_rr2_c5", 80));
+        assert_eq!((p.kernel, p.blocks), ("mhc_projection_rr2_c5", 132));
         // 8 rows of a beside a 160 KB tile do not fit; nor does a second tile at K = 7168.
         assert!(pp(5, 5120, 2560, Some((0, 0, 0, 0, 2))).is_err());
         assert!(pp(1, 7168, 2048, Some((0, 0, 0, 0, 2))).is_err());
