@@ -245,12 +245,14 @@ pub type ProjOverride = (u32, u32, u32, u32, u32);
 /// w in registers (PERF_NOTES.md attempt 25, two runs on two machines, M = 1, 2, 4 and 8, PDL on
 /// and off): at N = 1024 and 2048, -7 to -35 % with PDL and -0.4 to -13 % without it; at K = 4096,
 /// N = 2048 with PDL, two tiles a block (the second in shared memory, half the SMs a call) another
-/// -6 % at M <= 4 (without PDL it is slower than one tile a block). At N = 2560 (160 tiles of 16
-/// rows, more than one wave of one block per SM) it is 10-31 % slower, and the ring stays.
+/// -6 % at M <= 4 (without PDL it is slower than one tile a block), and at K = 4096, N = 2560 with
+/// PDL the same -6 to -8 % at M = 2 and 4 but +4 % at M = 1 (two runs). Elsewhere at N = 2560
+/// (160 tiles of 16 rows, more than one wave of one block per SM) it is 10-55 % slower, and the
+/// ring stays.
 ///
 /// The ring at N = 2560 (attempts 21 and 24): tiles of 8 rows with two blocks of two tiles each
 /// sharing an SM, and at K = 5120 with PDL tiles of 16 rows in one-k-block stages, 160 blocks.
-const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 10] = [
+const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 12] = [
     ((4096, 1024), (0, 0, 0, 0, 1), false, 8),
     ((5120, 1024), (0, 0, 0, 0, 1), false, 8),
     ((7168, 1024), (0, 0, 0, 0, 1), false, 8),
@@ -258,6 +260,8 @@ const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 10] = [
     ((4096, 2048), (0, 0, 0, 0, 1), false, 8),
     ((5120, 2048), (0, 0, 0, 0, 1), false, 8),
     ((7168, 2048), (0, 0, 0, 0, 1), false, 8),
+    ((4096, 2560), (2, 2, 2, 0, 0), false, 1),
+    ((4096, 2560), (0, 0, 2, 0, 2), true, 4),
     ((4096, 2560), (2, 2, 2, 0, 0), false, 4),
     ((5120, 2560), (1, 2, 1, 16, 0), true, 4),
     ((5120, 2560), (2, 2, 2, 0, 0), false, 4),
@@ -326,7 +330,8 @@ pub fn projection_plan(
             (_, 0..=4) => ("mhc_projection_rr2_c4", 4 * 32768),
             _ => ("mhc_projection_rr2_c5", 5 * 32768),
         };
-        let smem = a_res(ar.min(8)) + lane_private;
+        let smem = ar.min(8) * 2 * k + lane_private; // a's rows unpadded
+
         let kmax = if regs == 1 { 7 } else { 5 };
         if !res || ck > kmax || !matches!(rows, 0 | 16) || regs > 2 || smem > budget {
             return Err(Error::Unsupported(format!(
@@ -441,17 +446,24 @@ mod tests {
     }
 
     #[test]
-    fn projection_plans_fit_and_keep_a_ring() {
+    fn projection_plans_fit() {
         let budget = 227 * 1024 - 4200;
         for m in [1, 3, 4, 5, 8, 9, 16, 17, 100] {
             for k in [8, 1000, 4096, 4104, 5120, 7168, 16384, 65536] {
                 let p = projection_plan(m, k, 2560, 132, true, budget, None).unwrap();
                 assert!(p.smem as usize <= budget, "{m} {k} {p:?}");
-                assert!((2..=8).contains(&p.nst) && p.kpw >= 1, "{m} {k} {p:?}");
+                // A ring of two slots or more, unless w is in registers (the table's choice at
+                // K = 4096, M = 2..4).
+                let regs = p.kernel.starts_with("mhc_projection_rr");
+                assert!(
+                    regs && m <= 4 && k == 4096 || (2..=8).contains(&p.nst) && p.kpw >= 1,
+                    "{m} {k} {p:?}"
+                );
                 // Rows of a up to 16 in the 16-row variant, to 4 or 8 in the resident ones.
                 let rows = match p.kernel {
                     "mhc_projection_m4" | "mhc_projection_w16_m4" => 4,
                     "mhc_projection_m8" | "mhc_projection_w16_m8" => 8,
+                    _ if regs => 8,
                     _ => 16,
                 };
                 assert!(m.min(16) <= rows, "{m} {k} {p:?}");
@@ -535,23 +547,23 @@ mod tests {
         let p = pp(3, 4096, 1024, Some((0, 0, 0, 0, 1))).unwrap();
         assert_eq!(
             (p.kernel, p.blocks, p.smem),
-            ("mhc_projection_rr_c4", 64, 4 * (2 * 4096 + 64))
+            ("mhc_projection_rr_c4", 64, 4 * 2 * 4096)
         );
         let p = pp(5, 5120, 2048, Some((0, 0, 2, 16, 1))).unwrap();
         assert_eq!(
             (p.kernel, p.blocks, p.smem),
-            ("mhc_projection_rr_c5", 64, 8 * (2 * 5120 + 64))
+            ("mhc_projection_rr_c5", 64, 8 * 2 * 5120)
         );
         let p = pp(1, 7168, 1024, Some((0, 0, 0, 0, 1))).unwrap();
         assert_eq!(
             (p.kernel, p.smem),
-            ("mhc_projection_rr_c7", 4 * (2 * 7168 + 64) + 65536)
+            ("mhc_projection_rr_c7", 4 * 2 * 7168 + 65536)
         );
         assert!(pp(1, 7176, 1024, Some((0, 0, 0, 0, 1))).is_err());
         let p = pp(4, 4096, 2048, Some((0, 0, 2, 0, 2))).unwrap();
         assert_eq!(
             (p.kernel, p.blocks, p.smem),
-            ("mhc_projection_rr2_c4", 64, 4 * (2 * 4096 + 64) + 131072)
+            ("mhc_projection_rr2_c4", 64, 4 * 2 * 4096 + 131072)
         );
         let p = pp(1, 5120, 2560, Some((0, 0, 0, 16, 2))).unwrap();
         assert_eq!((p.kernel, p.blocks), ("mhc_projection_rr2_c5", 132));
@@ -561,7 +573,13 @@ mod tests {
         assert!(pp(1, 4096, 1024, Some((0, 0, 0, 0, 3))).is_err());
         assert!(pp(9, 4096, 1024, Some((0, 0, 0, 0, 1))).is_err());
         assert!(pp(1, 4096, 1024, Some((0, 0, 0, 8, 1))).is_err());
+        // The table by M at K = 4096, N = 2560: the ring at M = 1, two register tiles a block at
+        // M = 2..4 with PDL, the ring without it.
+        let p = pp(1, 4096, 2560, None).unwrap();
+        assert_eq!((p.kpw, p.nst, p.blocks), (2, 2, 160));
         let p = pp(4, 4096, 2560, None).unwrap();
+        assert_eq!((p.kernel, p.blocks), ("mhc_projection_rr2_c4", 80));
+        let p = projection_plan(4, 4096, 2560, 132, false, budget, None).unwrap();
         assert_eq!((p.kpw, p.nst, p.blocks), (2, 2, 160));
         let p = pp(4, 5120, 2560, None).unwrap();
         assert_eq!(
