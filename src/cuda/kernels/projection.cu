@@ -85,6 +85,37 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, u32 bytes,
 #define PTL_STORE 6    // the last tile's sums are about to be stored
 #define PTL_EXIT 7     // stored
 
+// A tile's end, shared by every variant (the one place the sum's order is written): each warp
+// puts its four accumulators summed as (0 + 1) + (2 + 3); e[0..1] are the MMA's row g, columns
+// 2q, 2q + 1, e[2..3] its row g + 8. After a barrier, proj_store_tile sums the warps' partials in
+// warp order: part[.][i][c] is the MMA's row i, column c (token i and row c of the tile, or with
+// W16 row i of the tile and token c; consecutive threads take consecutive n either way).
+__device__ __forceinline__ void proj_put_partials(float (*part)[PMAX][8], const float d[4][4], int warp, int g,
+                                                  int q) {
+  float e[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) e[i] = (d[0][i] + d[1][i]) + (d[2][i] + d[3][i]);
+  part[warp][g][2 * q] = e[0];
+  part[warp][g][2 * q + 1] = e[1];
+  part[warp][g + 8][2 * q] = e[2];
+  part[warp][g + 8][2 * q + 1] = e[3];
+}
+template <bool W16>
+__device__ __forceinline__ void proj_store_tile(const float (*part)[PMAX][8], float* __restrict__ y, int m0,
+                                                int mrows, int n0, int N) {
+  if (threadIdx.x < PMAX * 8) {
+    const int i = W16 ? threadIdx.x % 16 : threadIdx.x / 8;
+    const int c = W16 ? threadIdx.x / 16 : threadIdx.x % 8;
+    const int r = W16 ? c : i, n = n0 + (W16 ? i : c);
+    if (r < mrows && n < N) {
+      float s = part[0][i][c];
+#pragma unroll
+      for (int k = 1; k < PNW; ++k) s += part[k][i][c];
+      y[(size_t)(m0 + r) * N + n] = s;
+    }
+  }
+}
+
 template <int AR, bool RES, bool W16>
 __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
                                           float* __restrict__ y, int M, int N, int K, int kpw, int nst,
@@ -209,31 +240,11 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
       }
     }
     if (c == nch - 1) {
-      // The tile's partials, summed in warp order. e[0..1]: the MMA's row g, columns 2q, 2q+1;
-      // e[2..3]: row g + 8. The next write to `part` follows this stage's closing barrier.
-      const int n0 = (t0 + j / nch) * TH;
-      float e[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) e[i] = (d[0][i] + d[1][i]) + (d[2][i] + d[3][i]);
-      part[warp][g][2 * q] = e[0];
-      part[warp][g][2 * q + 1] = e[1];
-      part[warp][g + 8][2 * q] = e[2];
-      part[warp][g + 8][2 * q + 1] = e[3];
+      // The tile's end; the next write to `part` follows this stage's closing barrier.
+      proj_put_partials(part, d, warp, g, q);
       __syncthreads();
       if (j == nq - 1) STAMP(tl, PTL_STORE);
-      if (threadIdx.x < PMAX * 8) {
-        // part[.][i][c] is the MMA's row i, column c: token i and row c of the tile, or with W16
-        // row i of the tile and token c (consecutive threads take consecutive n either way).
-        const int i = W16 ? threadIdx.x % 16 : threadIdx.x / 8;
-        const int c = W16 ? threadIdx.x / 16 : threadIdx.x % 8;
-        const int r = W16 ? c : i, n = n0 + (W16 ? i : c);
-        if (r < mrows && n < N) {
-          float s = part[0][i][c];
-#pragma unroll
-          for (int k = 1; k < PNW; ++k) s += part[k][i][c];
-          y[(size_t)(m0 + r) * N + n] = s;
-        }
-      }
+      proj_store_tile<W16>(part, y, m0, mrows, (t0 + j / nch) * TH, N);
 #pragma unroll
       for (int v = 0; v < 4; ++v) d[v][0] = d[v][1] = d[v][2] = d[v][3] = 0.0f;
     }
@@ -372,28 +383,11 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
         }
       }
     }
-    // The ring kernel's tile end: partials summed in warp order (e[0..1]: row g of the tile,
-    // tokens 2q, 2q + 1; e[2..3]: row g + 8).
-    const int n0 = t * 16;
-    float e[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) e[i] = (d[0][i] + d[1][i]) + (d[2][i] + d[3][i]);
-    part[warp][g][2 * q] = e[0];
-    part[warp][g][2 * q + 1] = e[1];
-    part[warp][g + 8][2 * q] = e[2];
-    part[warp][g + 8][2 * q + 1] = e[3];
+    // The ring kernel's tile end (W16 layout).
+    proj_put_partials(part, d, warp, g, q);
     __syncthreads();
     if (t == t1 - 1) STAMP(tl, PTL_STORE);
-    if (threadIdx.x < PMAX * 8) {
-      const int i = threadIdx.x % 16, c = threadIdx.x / 16;
-      const int n = n0 + i;
-      if (c < mrows && n < N) {
-        float s = part[0][i][c];
-#pragma unroll
-        for (int k = 1; k < PNW; ++k) s += part[k][i][c];
-        y[(size_t)(m0 + c) * N + n] = s;
-      }
-    }
+    proj_store_tile<true>(part, y, m0, mrows, t * 16, N);
     __syncthreads();  // part is rewritten by the next tile
   }
   STAMP(tl, PTL_EXIT);
