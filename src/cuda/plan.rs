@@ -242,7 +242,7 @@ pub type ProjOverride = (u32, u32, u32, u32, u32);
 /// applies to (the first entry for (K, N) that applies wins, so an entry may have a fallback
 /// after it). Every plan gives the same bits, so a choice by M keeps the batch invariance.
 ///
-/// w in registers (PERF_NOTES.md attempt 25, two runs on two machines, M = 1, 2, 4 and 8, PDL on
+/// w in registers (PERF_NOTES.md attempts 25-27, two runs on two machines, M = 1, 2, 4 and 8, PDL on
 /// and off): at N = 1024 and 2048, -7 to -35 % with PDL and -0.4 to -13 % without it; at K = 4096,
 /// N = 2048 with PDL, two tiles a block (the second in shared memory, half the SMs a call) another
 /// -6 % at M <= 4 (without PDL it is slower than one tile a block), and at K = 4096, N = 2560 with
@@ -290,6 +290,14 @@ pub fn projection_plan(
     forced: Option<ProjOverride>,
 ) -> Result<ProjPlan> {
     let row = |kpw: usize| kpw * 2048 + 64;
+    // One block per SM, each with whole n-tiles, unless the override asks for tpb tiles a block.
+    let grid = |tiles: usize, tpb: usize| {
+        (if tpb == 0 {
+            tiles.min(sms.max(1) as usize)
+        } else {
+            tiles.div_ceil(tpb)
+        }) as u32
+    };
     let (mut kernel, mut ar, mut res) = match m {
         0..=4 => ("mhc_projection_m4", 4, true),
         5..=8 => ("mhc_projection_m8", 8, true),
@@ -331,7 +339,6 @@ pub fn projection_plan(
             _ => ("mhc_projection_rr2_c5", 5 * 32768),
         };
         let smem = ar.min(8) * 2 * k + lane_private; // a's rows unpadded
-
         let kmax = if regs == 1 { 7 } else { 5 };
         if !res || ck > kmax || !matches!(rows, 0 | 16) || regs > 2 || smem > budget {
             return Err(Error::Unsupported(format!(
@@ -339,18 +346,12 @@ pub fn projection_plan(
                 kmax * 1024
             )));
         }
-        let tpb = forced.map_or(0, |f| f.2 as usize);
-        let tiles = n.div_ceil(16).max(1);
         return Ok(ProjPlan {
             kernel,
             kpw: 0,
             nst: 0,
             smem: smem as u32,
-            blocks: if tpb == 0 {
-                tiles.min(sms.max(1) as usize)
-            } else {
-                tiles.div_ceil(tpb)
-            } as u32,
+            blocks: grid(n.div_ceil(16).max(1), forced.map_or(0, |f| f.2 as usize)),
         });
     }
     let slot = |kpw: usize| (th + if res { 0 } else { ar }) * row(kpw);
@@ -388,18 +389,12 @@ pub fn projection_plan(
             budget
         )));
     }
-    // One block per SM, each with whole n-tiles, unless the override asks for tpb tiles a block.
-    let blocks = if tpb == 0 {
-        tiles.min(sms.max(1) as usize)
-    } else {
-        tiles.div_ceil(tpb)
-    };
     Ok(ProjPlan {
         kernel,
         kpw: kpw as u32,
         nst: nst as u32,
         smem: (nst * slot(kpw) + if res { a_res(ar) } else { 0 }) as u32,
-        blocks: blocks as u32,
+        blocks: grid(tiles, tpb),
     })
 }
 

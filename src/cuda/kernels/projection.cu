@@ -33,7 +33,8 @@
 //   memory and stored;
 // - the register-resident variants (rr, rr2; further down) skip the ring: each warp loads its
 //   k-blocks of a 16-row tile straight into registers before the wait, as a pure read of w does,
-//   and runs the W16 MMA sequence from there; the H200 table (plan.rs) takes them at N <= 2048.
+//   and runs the W16 MMA sequence from there; the H200 table (plan.rs) takes them at N = 1024
+//   and 2048 (and at 4096 x 2560 with M = 2..4).
 //
 // Row m's result depends only on row m of a, w and K: a warp's k-blocks (kb = wp mod PNW, in
 // ascending order), the MMA sequence into each accumulator, the accumulators' sum and the warp
@@ -267,7 +268,7 @@ __device__ __forceinline__ uint4 ld_stream16(const void* p) {
 // The register-resident variant (RR; M <= 8, tiles of 16 rows of w, K <= (CR + CS) * 1024): no
 // ring. A block's tile of w goes straight from memory into registers, like a pure read of w:
 // before pdl_wait() every lane issues all of its loads (warp wp holds the k-blocks kb = wp mod
-// PNW of rows g and g + 8: the first CR of them in registers, 32 * CR of them, and the next CS in
+// PNW of rows g and g + 8: the first CR of them in registers (32 * CR registers), the next CS in
 // a lane-private area of shared memory by 16-byte cp.async, where K is too long for the register
 // file), so under programmatic dependent launch the whole tile streams during the previous call.
 // After the wait the rows of a land in shared memory (one bulk copy) and the MMAs read w
