@@ -86,6 +86,31 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, u32 bytes,
 #define PTL_STORE 6    // the last tile's sums are about to be stored
 #define PTL_EXIT 7     // stored
 
+// One k-block's MMAs, shared by every variant (the one place their order is written): for u = 0,
+// 1 and each 16-byte vector v, accumulator d[v] += one m16n8k16 MMA. W16: A is rows g and g + 8
+// of w (w0, w1), B token g (a0); otherwise A is tokens g and g + 8 (a0, a1 when BIG), B row g of
+// w (w0).
+template <bool W16, bool BIG>
+__device__ __forceinline__ void proj_kblock_mma(float d[4][4], const uint4 w0[4], const uint4 w1[4],
+                                                const uint4 a0[4], const uint4 a1[4]) {
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      if (W16) {
+        const u32 af[4] = {word(w0[v], 2 * u), word(w1[v], 2 * u), word(w0[v], 2 * u + 1), word(w1[v], 2 * u + 1)};
+        const u32 bf[2] = {word(a0[v], 2 * u), word(a0[v], 2 * u + 1)};
+        mma_bf16(d[v], af, bf);
+      } else {
+        const u32 af[4] = {word(a0[v], 2 * u), BIG ? word(a1[v], 2 * u) : 0u, word(a0[v], 2 * u + 1),
+                           BIG ? word(a1[v], 2 * u + 1) : 0u};
+        const u32 bf[2] = {word(w0[v], 2 * u), word(w0[v], 2 * u + 1)};
+        mma_bf16(d[v], af, bf);
+      }
+    }
+  }
+}
+
 // A tile's end, shared by every variant (the one place the sum's order is written): each warp
 // puts its four accumulators summed as (0 + 1) + (2 + 3); e[0..1] are the MMA's row g, columns
 // 2q, 2q + 1, e[2..3] its row g + 8. After a barrier, proj_store_tile sums the warps' partials in
@@ -222,23 +247,7 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
         av0[v] = kok && a0ok ? *(const uint4*)(sa_ + 64 * v) : z;
         if (BIG) av1[v] = kok && a1ok ? *(const uint4*)(sa_ + 8 * arow + 64 * v) : z;
       }
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-#pragma unroll
-        for (int v = 0; v < 4; ++v) {
-          if (W16) {  // A: rows g and g + 8 of w; B: token g
-            const u32 af[4] = {word(wv[v], 2 * u), word(wv1[v], 2 * u), word(wv[v], 2 * u + 1),
-                               word(wv1[v], 2 * u + 1)};
-            const u32 bf[2] = {word(av0[v], 2 * u), word(av0[v], 2 * u + 1)};
-            mma_bf16(d[v], af, bf);
-          } else {  // A: tokens g and g + 8; B: row g of w
-            const u32 af[4] = {word(av0[v], 2 * u), BIG ? word(av1[v], 2 * u) : 0u, word(av0[v], 2 * u + 1),
-                               BIG ? word(av1[v], 2 * u + 1) : 0u};
-            const u32 bf[2] = {word(wv[v], 2 * u), word(wv[v], 2 * u + 1)};
-            mma_bf16(d[v], af, bf);
-          }
-        }
-      }
+      proj_kblock_mma<W16, BIG>(d, wv, wv1, av0, av1);
     }
     if (c == nch - 1) {
       // The tile's end; the next write to `part` follows this stage's closing barrier.
@@ -373,16 +382,7 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
         x0[v] = !insm && c < CR ? w0[c < CR ? c : 0][v] : *wsl(i);
         x1[v] = !insm && c < CR ? w1[c < CR ? c : 0][v] : *wsl(i + 1);
       }
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-#pragma unroll
-        for (int v = 0; v < 4; ++v) {
-          const u32 af[4] = {word(x0[v], 2 * u), word(x1[v], 2 * u), word(x0[v], 2 * u + 1),
-                             word(x1[v], 2 * u + 1)};
-          const u32 bf[2] = {word(av[v], 2 * u), word(av[v], 2 * u + 1)};
-          mma_bf16(d[v], af, bf);
-        }
-      }
+      proj_kblock_mma<true, false>(d, x0, x1, av, av);
     }
     // The ring kernel's tile end (W16 layout).
     proj_put_partials(part, d, warp, g, q);
