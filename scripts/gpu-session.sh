@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every GPU check and timing of a session, in one command on the GPU machine (GUIDE.md):
 #   scripts/gpu-session.sh [STEP...]     steps: info kernels tests tests-fast tests-slow check bench
-#                                        tune ncu sanitize sanitize-proj proj projtune projab projtl
-#                                        timeline all
+#                                        tune cltune ncu sanitize sanitize-seam sanitize-proj proj
+#                                        projtune projab projtl timeline all
 #                                        (default all)
 # Expects the binaries of scripts/build-gpu-bundle.sh in .gpu/. Writes logs, JSON and plots under
 # a scratch folder, packs them into $OUT/session.tar.gz (OUT defaults to /tmp/mhc-out), and prints a
@@ -65,6 +65,12 @@ if want tune; then
     MHC_PLAN=$plan step tune-$plan $B/mhc bench --backend cuda --hidden ${TUNE_H:-5120} --tokens ${TUNE_T:-1,128} --no-baseline --no-eager ${TUNE_ARGS:-} --json "$OUT/tune-$plan.json"
   done
 fi
+if want cltune; then
+  # The seam in clusters (CLUSTERS: sizes for MHC_CLUSTER, 0 = the tile kernel) at TUNE_T tokens.
+  for cl in ${CLUSTERS:-0 16}; do
+    MHC_CLUSTER=$cl step cltune-$cl $B/mhc bench --backend cuda --hidden ${TUNE_H:-5120} --tokens ${TUNE_T:-1,4,16,64,128} --no-baseline --no-eager ${TUNE_ARGS:-} --json "$OUT/cltune-$cl.json"
+  done
+fi
 if want ncu; then
   # Hardware counters of the fused seam (Firecracker machines only; clocks left alone).
   for t in ${NCU_T:-1 128}; do
@@ -88,9 +94,10 @@ if want variants; then
     step iters-$it $B/mhc bench --backend cuda --hidden 5120 --tokens ${TUNE_T:-1,16,128} --no-baseline --no-eager --sinkhorn-iters $it
   done
 fi
-if want sanitize; then
+if want sanitize || want sanitize-seam; then
   step memcheck compute-sanitizer --tool memcheck $B/mhc check --backend cuda --tokens 1,33,300 --preset v4.1-flash
   step racecheck compute-sanitizer --tool racecheck $B/mhc check --backend cuda --tokens 1,33 --ops seam --preset v4.1-flash
+  step synccheck compute-sanitizer --tool synccheck $B/mhc check --backend cuda --tokens 1,33 --ops seam,pre_delayed,entry --preset v4.1-flash
 fi
 if want sanitize || want sanitize-proj; then
   # The projection's shared-memory ring (cp.async stages, one barrier per stage).

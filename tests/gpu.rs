@@ -206,7 +206,8 @@ fn forced_paths_fail_clearly_instead_of_substituting() {
 /// Every launch plan (chunks per block, warps, tile size, persistent or not, one launch or two)
 /// gives the same bits for every op of the seam family: the tail's register tree over 1, 2 or 4
 /// groups of records, the shared-memory tree, and the split tails launch all pair the chunks in
-/// the canonical order.
+/// the canonical order. So does the cluster kernel (the default at small T for the ops that have
+/// one, compared here with every tile plan, and forced at every T in clusters of 16, and at H = 5120 of 12).
 #[test]
 fn every_plan_gives_the_same_bits() {
     gpu!(e, PathChoice::Fused);
@@ -246,6 +247,20 @@ fn every_plan_gives_the_same_bits() {
                         "{op} H={h} T={t} plan {p:?} differs from the default"
                     );
                 }
+                e.set_plan_override(None);
+                // Clusters of 16, and at H = 5120 of 12 (two rows a block; at H = 7168 no other
+                // size fits: at most 15 chunk warps a block, and 15 do not fit beside two rows).
+                let sizes: &[u32] = if h == 5120 { &[0, 16, 12] } else { &[0, 16] };
+                for &cl in sizes {
+                    e.set_cluster_override(Some(cl));
+                    let (got, route) = e.execute(&args).unwrap();
+                    assert_eq!(route.path, "fused");
+                    assert!(
+                        got == want,
+                        "{op} H={h} T={t} in clusters of {cl} (0: the tile kernel) differs from the default"
+                    );
+                }
+                e.set_cluster_override(None);
             }
         }
     }

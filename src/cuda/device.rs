@@ -17,6 +17,12 @@ impl From<DriverError> for Error {
     }
 }
 
+/// The kernels launched in thread-block clusters (kernels/seam.cu, the cluster kernel).
+pub const CLUSTER_KERNELS: [&str; 3] = ["mhc_seam_cl", "mhc_pre_delayed_cl", "mhc_entry_cl"];
+
+/// (kernel, cluster size, block size, dynamic shared memory).
+type ClusterKey = (&'static str, u32, u32, u32);
+
 /// What a GPU is.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct DeviceInfo {
@@ -89,6 +95,8 @@ pub struct Device {
     /// Occupancy answers, per (kernel, block size, dynamic shared memory): the seam's plan asks
     /// on every call, and the answer never changes.
     occupancy: std::cell::RefCell<HashMap<(&'static str, u32, u32), u32>>,
+    /// Active-cluster answers, per (kernel, cluster size, block size, dynamic shared memory).
+    clusters: std::cell::RefCell<HashMap<ClusterKey, u32>>,
     _modules: Vec<Arc<CudaModule>>,
     /// How many modules came from the disk cache (0 on a cold start).
     pub(crate) cached_modules: usize,
@@ -129,6 +137,7 @@ impl Device {
             funcs,
             dyn_smem: HashMap::new(),
             occupancy: Default::default(),
+            clusters: Default::default(),
             _modules: modules,
             cached_modules: cached,
         };
@@ -160,6 +169,20 @@ impl Device {
                 ))
             })?;
             dev.dyn_smem.insert(f, dynamic as u32);
+        }
+        // The cluster kernels run clusters of up to 16 blocks (beyond the portable 8).
+        for f in CLUSTER_KERNELS {
+            let func = dev.func(f)?;
+            // SAFETY: valid function handle.
+            unsafe {
+                sys::cuFuncSetAttribute(
+                    func.cu_function(),
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                    1,
+                )
+            }
+            .result()
+            .map_err(|e| Error::Cuda(format!("non-portable cluster size of `{f}`: {e:?}")))?;
         }
         Ok(dev)
     }
@@ -205,36 +228,42 @@ impl Device {
         params: &mut [*mut c_void],
         pdl: bool,
     ) -> Result<()> {
+        unsafe { self.launch_cluster(name, grid, block, smem, stream, params, pdl, 0) }
+    }
+
+    /// `launch`, where `cluster` > 1 groups the blocks along x into thread-block clusters of that
+    /// many (grid.0 must be a multiple of it; sizes above 8 need a kernel loaded with the
+    /// non-portable size allowed, see `CLUSTER_KERNELS`).
+    ///
+    /// # Safety
+    /// As `launch`.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn launch_cluster(
+        &self,
+        name: &str,
+        grid: (u32, u32, u32),
+        block: u32,
+        smem: u32,
+        stream: CUstream,
+        params: &mut [*mut c_void],
+        pdl: bool,
+        cluster: u32,
+    ) -> Result<()> {
         let f = self.func(name)?;
         let err = |e: DriverError| {
             Error::Cuda(format!(
-                "launch of `{name}` (grid {grid:?}, block {block}, smem {smem}, pdl {pdl}): {e:?}"
+                "launch of `{name}` (grid {grid:?}, block {block}, smem {smem}, pdl {pdl}, cluster {cluster}): {e:?}"
             ))
         };
-        if !pdl {
+        if !pdl && cluster <= 1 {
             return unsafe {
                 result::launch_kernel(f.cu_function(), grid, (block, 1, 1), smem, stream, params)
             }
             .map_err(err);
         }
-        // SAFETY: a zeroed attribute value is valid plain data; the field set is the one the id
-        // names.
-        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-        attr.value.programmaticStreamSerializationAllowed = 1;
-        let cfg = sys::CUlaunchConfig {
-            gridDimX: grid.0,
-            gridDimY: grid.1,
-            gridDimZ: grid.2,
-            blockDimX: block,
-            blockDimY: 1,
-            blockDimZ: 1,
-            sharedMemBytes: smem,
-            hStream: stream,
-            attrs: &mut attr,
-            numAttrs: 1,
-        };
-        // SAFETY: cfg and attr outlive the call; params as the caller guarantees.
+        let mut attrs = launch_attrs(pdl, cluster);
+        let cfg = launch_config(grid, block, smem, stream, &mut attrs);
+        // SAFETY: cfg and attrs outlive the call; params as the caller guarantees.
         unsafe {
             sys::cuLaunchKernelEx(
                 &cfg,
@@ -245,6 +274,44 @@ impl Device {
         }
         .result()
         .map_err(err)
+    }
+
+    /// How many clusters of `cluster` blocks of `name` (`block` threads, `smem` bytes of dynamic
+    /// shared memory) the device can run at once (0: none, the launch would fail). Cached.
+    pub fn max_active_clusters(
+        &self,
+        name: &str,
+        cluster: u32,
+        block: u32,
+        smem: u32,
+    ) -> Result<u32> {
+        let (&key, f) = self
+            .funcs
+            .get_key_value(name)
+            .ok_or_else(|| Error::Cuda(format!("kernel `{name}` is not loaded")))?;
+        let ckey = (key, cluster, block, smem);
+        if let Some(&n) = self.clusters.borrow().get(&ckey) {
+            return Ok(n);
+        }
+        let mut attrs = launch_attrs(false, cluster);
+        let cfg = launch_config(
+            (cluster, 1, 1),
+            block,
+            smem,
+            std::ptr::null_mut(),
+            &mut attrs,
+        );
+        let mut n = 0;
+        // SAFETY: out-parameter, valid function, cfg and attrs outlive the call.
+        let r = unsafe { sys::cuOccupancyMaxActiveClusters(&mut n, f.cu_function(), &cfg) };
+        // A configuration the device cannot run at all is an answer (0), not an error.
+        let n = if r == sys::CUresult::CUDA_SUCCESS {
+            n.max(0) as u32
+        } else {
+            0
+        };
+        self.clusters.borrow_mut().insert(ckey, n);
+        Ok(n)
     }
 
     /// Blocks until the stream has finished (and surfaces asynchronous kernel faults).
@@ -284,6 +351,48 @@ impl Device {
         let n = n.max(0) as u32;
         self.occupancy.borrow_mut().insert((key, block, smem), n);
         Ok(n)
+    }
+}
+
+/// The launch attributes of `Device::launch_cluster`: programmatic stream serialization and the
+/// cluster dimension, as asked; unused entries are ignored (the config counts the used ones).
+fn launch_attrs(pdl: bool, cluster: u32) -> ([sys::CUlaunchAttribute; 2], u32) {
+    // SAFETY: a zeroed attribute value is valid plain data; the field set is the one the id names.
+    let mut a: [sys::CUlaunchAttribute; 2] = unsafe { std::mem::zeroed() };
+    let mut n = 0;
+    if pdl {
+        a[n].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        a[n].value.programmaticStreamSerializationAllowed = 1;
+        n += 1;
+    }
+    if cluster > 1 {
+        a[n].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        a[n].value.clusterDim.x = cluster;
+        a[n].value.clusterDim.y = 1;
+        a[n].value.clusterDim.z = 1;
+        n += 1;
+    }
+    (a, n as u32)
+}
+
+fn launch_config(
+    grid: (u32, u32, u32),
+    block: u32,
+    smem: u32,
+    stream: CUstream,
+    attrs: &mut ([sys::CUlaunchAttribute; 2], u32),
+) -> sys::CUlaunchConfig {
+    sys::CUlaunchConfig {
+        gridDimX: grid.0,
+        gridDimY: grid.1,
+        gridDimZ: grid.2,
+        blockDimX: block,
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: smem,
+        hStream: stream,
+        attrs: attrs.0.as_mut_ptr(),
+        numAttrs: attrs.1,
     }
 }
 

@@ -278,9 +278,11 @@ pub struct CudaEngine {
     path: std::cell::Cell<PathChoice>,
     pdl: std::cell::Cell<bool>,
     plan_override: std::cell::Cell<Option<plan::PlanOverride>>,
+    cluster_override: std::cell::Cell<Option<u32>>,
     proj_plan_override: std::cell::Cell<Option<plan::ProjOverride>>,
-    /// `MHC_PLAN` and `MHC_PROJ_PLAN`, read once here rather than in every call.
+    /// `MHC_PLAN`, `MHC_CLUSTER` and `MHC_PROJ_PLAN`, read once here rather than in every call.
     env_plan: Option<plan::PlanOverride>,
+    env_cluster: Option<u32>,
     env_proj_plan: Option<plan::ProjOverride>,
     instrumented: bool,
     timeline: RefCell<Timeline>,
@@ -298,6 +300,16 @@ fn fused_kernel(op: Op) -> Option<(&'static str, KernelShape)> {
         Op::Entry => ("mhc_entry", s(1, 24)),
         Op::Head => ("mhc_head", s(4, 4)),
         Op::Final | Op::Collapse => ("mhc_final", s(4, 0)),
+        _ => return None,
+    })
+}
+
+/// The cluster kernel of a fused op, where it has one (the carried ops with gates).
+fn cluster_kernel(op: Op) -> Option<&'static str> {
+    Some(match op {
+        Op::Seam => "mhc_seam_cl",
+        Op::PreDelayed => "mhc_pre_delayed_cl",
+        Op::Entry => "mhc_entry_cl",
         _ => return None,
     })
 }
@@ -320,8 +332,10 @@ impl CudaEngine {
             path: std::cell::Cell::new(opts.path),
             pdl: std::cell::Cell::new(opts.pdl),
             plan_override: std::cell::Cell::new(None),
+            cluster_override: std::cell::Cell::new(None),
             proj_plan_override: std::cell::Cell::new(None),
             env_plan: plan::seam_override()?,
+            env_cluster: plan::cluster_override()?,
             env_proj_plan: plan::projection_override()?,
             instrumented: opts.timeline,
             timeline: RefCell::new(Timeline::default()),
@@ -334,6 +348,13 @@ impl CudaEngine {
     /// tuning and for the tests that check exactly that.
     pub fn set_plan_override(&self, p: Option<plan::PlanOverride>) {
         self.plan_override.set(p);
+    }
+
+    /// Forces the cluster kernel (`Some(n)`: clusters of n blocks at every T, for the ops that
+    /// have one; an error where n blocks cannot run) or the tile kernel (`Some(0)`) instead of the
+    /// heuristic (and of `MHC_CLUSTER`); `None` restores it. Both kernels compute the same bits.
+    pub fn set_cluster_override(&self, n: Option<u32>) {
+        self.cluster_override.set(n);
     }
 
     /// Forces the projection's plan (`kpw` k-blocks per warp per stage, `nst` ring slots, `tpb`
@@ -451,15 +472,14 @@ impl CudaEngine {
         let stream = self.stream();
         for op in [Op::Seam, Op::Entry, Op::Head, Op::Final] {
             // Workspace needs are piecewise in T (the plan changes with T): cover every boundary.
-            for t in [1, 4, 5, 64, 65, 256, 257, max_t] {
+            for t in [1, 4, 5, 64, 65, 128, 129, 256, 257, max_t] {
                 if t > max_t {
                     continue;
                 }
-                if let Some((name, shape)) = fused_kernel(op)
-                    && cfg.n == 4
+                if cfg.n == 4
                     && cfg.hidden.is_multiple_of(plan::CHUNK)
+                    && let Some((_, shape, p)) = self.fused_plan(op, t, cfg.hidden)?
                 {
-                    let p = self.plan(name, shape, t, cfg.hidden)?;
                     self.fused_workspace(shape, t, &p, stream)?;
                 }
             }
@@ -481,10 +501,53 @@ impl CudaEngine {
 
     /// The plan the fused kernel of `op` would use for T tokens of hidden size H.
     pub fn plan_for(&self, op: Op, t: usize, h: usize) -> Result<Option<SeamPlan>> {
-        match fused_kernel(op) {
-            Some((name, shape)) => Ok(Some(self.plan(name, shape, t, h)?)),
-            None => Ok(None),
+        Ok(self.fused_plan(op, t, h)?.map(|(_, _, p)| p))
+    }
+
+    /// The fused kernel of `op` for T tokens of hidden size H and its plan: the cluster kernel
+    /// (clusters of 16 blocks, else 12 or 8) where the device runs all of the call's clusters at
+    /// once (on the H200, seven clusters of 16: T <= 112) unless a tile plan is forced, else the
+    /// tile kernel; `set_cluster_override` or `MHC_CLUSTER` forces the choice.
+    fn fused_plan(
+        &self,
+        op: Op,
+        t: usize,
+        h: usize,
+    ) -> Result<Option<(&'static str, KernelShape, SeamPlan)>> {
+        let Some((name, shape)) = fused_kernel(op) else {
+            return Ok(None);
+        };
+        if let Some(cname) = cluster_kernel(op) {
+            let forced = self.cluster_override.get().or(self.env_cluster);
+            let tile_forced = self.plan_override.get().or(self.env_plan).is_some();
+            let sizes: &[u32] = match forced {
+                Some(0) => &[],
+                Some(ref n) => std::slice::from_ref(n),
+                None if !tile_forced => &[plan::CL_MAX, 12, 8],
+                None => &[],
+            };
+            let budget = self.dev.max_dynamic_smem(cname)?;
+            for &cl in sizes {
+                if let Some(p) = plan::cluster_plan(shape, t, h, cl, budget) {
+                    let active = self
+                        .dev
+                        .max_active_clusters(cname, cl, p.warps * 32, p.smem)?;
+                    // Forced: wherever it can run at all; else only in one wave of clusters.
+                    let need = if forced.is_some() { 1 } else { p.tiles };
+                    if active >= need {
+                        return Ok(Some((cname, shape, p)));
+                    }
+                }
+            }
+            if let Some(n) = forced
+                && n > 0
+            {
+                return Err(Error::Unsupported(format!(
+                    "`{op}` at H={h}, T={t} in clusters of {n} blocks: no cluster plan fits this device"
+                )));
+            }
         }
+        Ok(Some((name, shape, self.plan(name, shape, t, h)?)))
     }
 
     fn ensure<T: Elem>(
@@ -897,16 +960,15 @@ impl CudaEngine {
             }
             _ => {}
         }
-        let Some((name, shape)) = fused_kernel(call.op) else {
+        if call.op == Op::Entry && call.w.fnb == 0 {
+            return Err(Error::missing("fn (folded entry weight)"));
+        }
+        let Some((name, shape, plan)) = self.fused_plan(call.op, t, h)? else {
             return Err(Error::Unsupported(format!(
                 "no fused kernel for `{}`",
                 call.op
             )));
         };
-        if call.op == Op::Entry && call.w.fnb == 0 {
-            return Err(Error::missing("fn (folded entry weight)"));
-        }
-        let plan = self.plan(name, shape, t, h)?;
         let (rec_m, rec_ss, counters) = self.fused_workspace(shape, t, &plan, stream)?;
         let mut params = FusedParams {
             x: io.x,
@@ -957,7 +1019,7 @@ impl CudaEngine {
         let pdl = self.pdl.get() && call.op != Op::Entry;
         let mut ptrs = [&mut params as *mut FusedParams as *mut c_void];
         unsafe {
-            self.dev.launch(
+            self.dev.launch_cluster(
                 name,
                 (plan.nrec, plan.grid_y, 1),
                 plan.warps * 32,
@@ -965,6 +1027,7 @@ impl CudaEngine {
                 stream,
                 &mut ptrs,
                 pdl,
+                plan.cluster,
             )?
         };
         kernels.push(name.to_string());

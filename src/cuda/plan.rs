@@ -42,6 +42,9 @@ pub struct SeamPlan {
     pub finish_rows_batch: u32,
     /// Dynamic shared memory of the finish launch.
     pub finish_smem: u32,
+    /// Blocks per thread-block cluster of the cluster kernel (one cluster per tile, `nrec` = this
+    /// many blocks of `w` chunks and one gate warp); 0: the tile kernel.
+    pub cluster: u32,
 }
 
 /// The op's shape as the kernel sees it.
@@ -198,11 +201,88 @@ pub fn plan(
         split,
         finish_rows_batch: finish_rows_batch as u32,
         finish_smem,
+        cluster: 0,
+    })
+}
+
+/// Leaves of the chunk tree one thread of the cluster kernel sums (CL_GROUP in kernels/seam.cu).
+const CL_GROUP: usize = 16;
+/// Groups of leaves the cluster kernel sums at most (CL_MAXGRP in kernels/seam.cu).
+const CL_MAXGRP: usize = 32;
+/// Most blocks in a cluster (sm_90's non-portable limit; CL_MAX in kernels/seam.cu).
+pub const CL_MAX: u32 = 16;
+/// Most warps in a cluster kernel's block (its launch bounds).
+const CL_WARPS: u32 = 16;
+
+/// `MHC_CLUSTER=n`, if set: 0 keeps the fused ops on the tile kernel, n > 1 runs the ops that
+/// have a cluster kernel in clusters of n blocks at every T (for tuning and tests).
+pub fn cluster_override() -> Result<Option<u32>> {
+    Ok(env_numbers("MHC_CLUSTER", "a cluster size (0: off)", &[1])?.map(|v| v[0]))
+}
+
+/// The cluster kernel's plan (kernels/seam.cu): clusters of `cl` blocks, one per tile of up to
+/// 16 tokens, each block with ceil(chunks / cl) chunk warps and a gate warp, its slice of fn in
+/// shared memory. None where the kernel does not apply: an op without 24 mixes, fewer than
+/// CL_GROUP / 2 + 1 or more than CL_GROUP * CL_MAXGRP chunks (the kernel's tree groups), more
+/// than CL_WARPS warps a block, or more shared memory than `budget`.
+pub fn cluster_plan(
+    shape: KernelShape,
+    t: usize,
+    h: usize,
+    cl: u32,
+    budget: u32,
+) -> Option<SeamPlan> {
+    let chunks = h.div_ceil(CHUNK);
+    if shape.nmix != 24
+        || chunks <= CL_GROUP / 2
+        || chunks.next_power_of_two() > CL_GROUP * CL_MAXGRP
+        || !(2..=CL_MAX).contains(&cl)
+    {
+        return None;
+    }
+    let w = chunks.div_ceil(cl as usize);
+    if w as u32 + 1 > CL_WARPS {
+        return None;
+    }
+    let tt = t.clamp(1, MAXTT);
+    let tiles = t.div_ceil(tt).max(1) as u32;
+    let nm = shape.nm();
+    let groups = chunks.next_power_of_two() / CL_GROUP;
+    // The rows a block finishes at most; the layout of kernels/seam.cu, seam_cluster_body.
+    let own = tt.div_ceil(cl as usize);
+    let smem = shape.nin * shape.nmix * (w * CHUNK * 4 + 16)
+        + own * chunks * nm * 4
+        + own * chunks * 8
+        + w * MAXTT * 8
+        + own * groups * 8
+        + own * nm * groups * 4;
+    if smem > budget as usize {
+        return None;
+    }
+    Some(SeamPlan {
+        w: w as u32,
+        warps: w as u32 + 1,
+        tt: tt as u32,
+        tiles,
+        grid_y: tiles,
+        nrec: cl,
+        rpad: cl,
+        rows_batch: 1,
+        fn_smem: true,
+        smem: smem as u32,
+        split: false,
+        finish_rows_batch: 1,
+        finish_smem: 0,
+        cluster: cl,
     })
 }
 
 /// Workspace bytes a plan needs: (records of m, records of sums of squares, counters).
 pub fn workspace_need(shape: KernelShape, t: usize, p: &SeamPlan) -> (usize, usize, usize) {
+    if p.cluster > 0 {
+        // Reduces through distributed shared memory: no records (one element each, never read).
+        return (4, 8, 4);
+    }
     let rows = t.max(1);
     (
         rows * p.nrec as usize * shape.nm() * 4,
@@ -437,6 +517,52 @@ mod tests {
                     "{t} {h} {p:?}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn cluster_plans_fit() {
+        // The dynamic limit beside the cluster kernel's ~7.7 KB of static shared memory.
+        let budget = 227 * 1024 - 7800;
+        let gates = KernelShape { nin: 4, nmix: 24 };
+        let entry = KernelShape { nin: 1, nmix: 24 };
+        for shape in [gates, entry] {
+            for h in [1024, 4096, 5120, 7168] {
+                for t in [1, 2, 7, 16, 17, 100, 128, 300] {
+                    for cl in [16, 15, 12, 8] {
+                        let chunks = h / CHUNK;
+                        let Some(p) = cluster_plan(shape, t, h, cl, budget) else {
+                            // Only where a block would need more than 15 chunk warps, or (15
+                            // warps of fn and the leaves of two rows) more shared memory.
+                            assert!(
+                                chunks.div_ceil(cl as usize) + 1 > CL_WARPS as usize
+                                    || (shape.nin, h, cl) == (4, 7168, 15) && t > 8,
+                                "{h} {t} {cl}"
+                            );
+                            continue;
+                        };
+                        assert_eq!(p.cluster, cl);
+                        assert_eq!(p.nrec, cl);
+                        // Every chunk has a warp.
+                        assert!(p.w as usize * cl as usize >= chunks);
+                        assert_eq!(p.warps, p.w + 1);
+                        assert!(p.warps <= CL_WARPS);
+                        assert!(p.tt as usize <= MAXTT && p.tiles as usize * p.tt as usize >= t);
+                        assert!(p.smem <= budget, "{h} {t} {cl} {p:?}");
+                        assert!(!p.split);
+                    }
+                }
+            }
+        }
+        // No cluster kernel for the head (4 mixes), too few chunks for a tree group, or a
+        // cluster of 1 or more than 16 blocks.
+        assert!(cluster_plan(KernelShape { nin: 4, nmix: 4 }, 1, 5120, 16, budget).is_none());
+        assert!(cluster_plan(gates, 1, 256, 16, budget).is_none());
+        assert!(cluster_plan(gates, 1, 5120, 1, budget).is_none());
+        assert!(cluster_plan(gates, 1, 5120, 32, budget).is_none());
+        // The H200's sizes: 16 blocks of 8, 10 and 14 chunk warps.
+        for (h, w) in [(4096, 8), (5120, 10), (7168, 14)] {
+            assert_eq!(cluster_plan(gates, 1, h, 16, budget).unwrap().w, w);
         }
     }
 

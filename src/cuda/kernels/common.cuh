@@ -169,14 +169,19 @@ __device__ __forceinline__ float div_rn(float a, float b, bool& slow) {
 }
 
 // One Sinkhorn iteration after the first row pass: rows (when `rows`), then columns.
-// CHECK = false: the caller has shown every operand is in the fast path's range (see sinkhorn4),
-// so the reciprocal skips the range test (the same bits, fewer instructions on a serial path).
+// CHECK = false: the caller has shown every operand is in the fast path's range (see sinkhorn4):
+// the 39 dependent half-passes are the gates' critical path, so each one is short there: the sum
+// as a tree ((c0 + c1) + ((c2 + c3) + eps), three dependent adds instead of four) and the
+// hardware's approximate reciprocal (at most 1 ulp off) without the Newton step. Each step stays
+// within a few f32 ulps of the reference's, far inside SPEC section 8's 1e-5 (the normalization
+// corrects itself from pass to pass). Otherwise the reference's order and the correctly rounded
+// reciprocal.
 template <bool FAST, bool CHECK>
-__device__ __forceinline__ float rcp_sk(float x, bool& slow) {
-  if (!FAST || CHECK) return rcp_rn<FAST>(x, slow);
+__device__ __forceinline__ float sk_factor(float c0, float c1, float c2, float c3, float eps, bool& slow) {
+  if (!FAST || CHECK) return rcp_rn<FAST>(((c0 + c1) + c2) + c3 + eps, slow);
   float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return fmaf(r, fmaf(-x, r, 1.0f), r);
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"((c0 + c1) + ((c2 + c3) + eps)));
+  return r;
 }
 
 template <bool FAST, bool CHECK>
@@ -184,14 +189,14 @@ __device__ __forceinline__ void sinkhorn4_pass(float c[16], bool rows, float eps
   if (rows) {
 #pragma unroll
     for (int a = 0; a < 4; ++a) {
-      float r = rcp_sk<FAST, CHECK>(((c[4 * a] + c[4 * a + 1]) + c[4 * a + 2]) + c[4 * a + 3] + eps, slow);
+      float r = sk_factor<FAST, CHECK>(c[4 * a], c[4 * a + 1], c[4 * a + 2], c[4 * a + 3], eps, slow);
 #pragma unroll
       for (int b = 0; b < 4; ++b) c[4 * a + b] *= r;
     }
   }
 #pragma unroll
   for (int b = 0; b < 4; ++b) {
-    float r = rcp_sk<FAST, CHECK>(((c[b] + c[4 + b]) + c[8 + b]) + c[12 + b] + eps, slow);
+    float r = sk_factor<FAST, CHECK>(c[b], c[4 + b], c[8 + b], c[12 + b], eps, slow);
 #pragma unroll
     for (int a = 0; a < 4; ++a) c[4 * a + b] *= r;
   }
@@ -212,7 +217,8 @@ __device__ __forceinline__ void sinkhorn4_passes(float c[16], int iters, float e
 
 // Sinkhorn of SPEC section 2 on one token's 4x4 logits held in registers: row softmax + eps,
 // a column pass, then (iters - 1) row and column passes. Division by a row or column sum is a
-// multiplication by its correctly rounded reciprocal (within one f32 ulp of the division).
+// multiplication by its reciprocal (sk_factor: correctly rounded, within one f32 ulp of the
+// division, or where every operand is in range the approximate one).
 template <bool FAST>
 __device__ __forceinline__ void sinkhorn4(float c[16], int iters, float eps, bool& slow) {
   // With finite logits, every sum below is (terms in [0, 1 + eps]) + eps, so it lies in
@@ -314,3 +320,75 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" :::); }
 
+
+// Bulk copies global -> shared completed on an mbarrier (sm_90).
+__device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(unsigned long long* bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+// One arrival that also announces `bytes` of bulk copies for the barrier's current phase.
+__device__ __forceinline__ void mbar_expect_tx(unsigned long long* bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, u32 parity) {
+  u32 done;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(smem_u32(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, u32 bytes, unsigned long long* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   smem_u32(dst)),
+               "l"(src), "r"(bytes), "r"(smem_u32(bar))
+               : "memory");
+}
+
+// Thread-block clusters (sm_90). A block's rank in its cluster; the cluster barrier in two halves
+// (arrive with release semantics, wait with acquire semantics: shared-memory writes before the
+// arrive are visible to every block of the cluster after the wait); and the shared::cluster
+// address of the same shared-memory location in block `rank` of the cluster (distributed shared
+// memory). A block must not exit while another may still access its shared memory.
+__device__ __forceinline__ u32 cluster_rank() {
+  u32 r;
+  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release;" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire;" ::: "memory"); }
+__device__ __forceinline__ u32 cluster_map(const void* p, u32 rank) {
+  u32 r;
+  asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_u32(p)), "r"(rank));
+  return r;
+}
+// The first half of a cluster barrier without memory ordering (after fence.mbarrier_init: the
+// other blocks may use this block's mbarriers once the barrier's wait returns).
+__device__ __forceinline__ void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory"); }
+// Asynchronous stores into another block's shared memory (addresses from cluster_map) that count
+// their bytes on that block's mbarrier `bar` (also from cluster_map): the receiver waits on its
+// mbarrier (mbar_wait_cluster), with no fence and no cluster barrier on either side.
+__device__ __forceinline__ void st_async_f32x2(u32 a, float x, float y, u32 bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(a),
+               "f"(x), "f"(y), "r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ void st_async_f64(u32 a, double x, u32 bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b64 [%0], %1, [%2];" ::"r"(a),
+               "l"(__double_as_longlong(x)), "r"(bar)
+               : "memory");
+}
+// mbar_wait with cluster-scope acquire: the stores of other blocks counted on it are visible.
+__device__ __forceinline__ void mbar_wait_cluster(unsigned long long* bar, u32 parity) {
+  u32 done;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, "
+        "1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(smem_u32(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}

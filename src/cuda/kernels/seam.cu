@@ -82,23 +82,29 @@ __device__ __forceinline__ void emit_li(const FusedParams& p, int tok, int h, co
   }
 }
 
-// 8 consecutive fn values of row mrow, stream j, for lane quarter q of the warp's chunk, from the
-// block's staged slice: [mrow][j][W*8 float4], float4 columns swizzled by (mrow & 1) against bank
-// conflicts. Rows past NMIX and chunks past H were staged as zeros.
-template <int NIN, int NMIX>
-__device__ __forceinline__ void load_fn8(const FusedParams& p, const float* sfn, int j, int mrow,
-                                         int warp, int q, bool chunk_ok, float f[8]) {
+// fn for one MMA step of a warp's chunk: for every n-tile nt, the 4 consecutive values of row
+// mrow = nt * 8 + g, stream j, half u of lane quarter q's 8 channels, from the block's staged
+// slice: rows of `rstride` float4 ([mrow][j], the warp's chunk at float4 column warp * 8). SWZ:
+// the tile kernel's layout, columns swizzled by (mrow & 1) against bank conflicts; else the
+// cluster kernel's, rows padded by one float4. Rows past NMIX and chunks past H were staged as
+// zeros.
+template <int NIN, int NMIX, bool SWZ>
+__device__ __forceinline__ void load_fn_step(const float* sfn, int rstride, int j, int u, int g, int warp,
+                                             int q, bool chunk_ok, float f[Shape<NIN, NMIX>::NT][4]) {
+  typedef Shape<NIN, NMIX> S;
   // The branch (warps past W and chunks past H multiply zeros) also keeps the compiler from
-  // hoisting every stream's reads to the top of the projection, beyond the register budget.
+  // hoisting every step's reads to the top of the projection, beyond the register budget.
   if (chunk_ok) {
-    const int row4 = p.W * 8;
-    const float4* s = (const float4*)sfn + ((size_t)(mrow * NIN + j) * row4);
-    const float4 a = s[(warp * 8 + 2 * q) ^ (mrow & 1)], b = s[(warp * 8 + 2 * q + 1) ^ (mrow & 1)];
-    f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w;
-    f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
+#pragma unroll
+    for (int nt = 0; nt < S::NT; ++nt) {
+      const int mrow = nt * 8 + g;
+      const float4* s = (const float4*)sfn + (size_t)(mrow * NIN + j) * rstride;
+      const float4 v = s[SWZ ? (warp * 8 + 2 * q + u) ^ (mrow & 1) : warp * 8 + 2 * q + u];
+      f[nt][0] = v.x; f[nt][1] = v.y; f[nt][2] = v.z; f[nt][3] = v.w;
+    }
   } else {
 #pragma unroll
-    for (int e = 0; e < 8; ++e) f[e] = 0.0f;
+    for (int nt = 0; nt < S::NT; ++nt) f[nt][0] = f[nt][1] = f[nt][2] = f[nt][3] = 0.0f;
   }
 }
 
@@ -121,6 +127,256 @@ __device__ __forceinline__ void row_sum(double& v, int tpr, float* scratch) {
       v = t;
     }
   }
+}
+
+// The tile's carried coefficients in shared memory, [tt][COEF]: post 4, comb 16, pre 4 (zeros
+// where the op reads none, and for rows past T).
+template <int PM, int NIN, int CARRIED>
+__device__ __forceinline__ void stage_coefs(const FusedParams& p, float* scoef, int row0) {
+  for (int i = threadIdx.x; i < p.tt * COEF; i += blockDim.x) {
+    const int r = i / COEF, c = i % COEF, tok = row0 + r;
+    float v = 0.0f;
+    if (tok < p.T) {
+      if (PM && c < 4) v = p.post[tok * 4 + c];
+      else if (PM && c < 20) v = p.comb[tok * 16 + (c - 4)];
+      else if (CARRIED && NIN == NS && c >= 20) v = p.pre_in[tok * 4 + (c - 20)];
+    }
+    scoef[i] = v;
+  }
+}
+
+// Phase 1's loads for a lane's two rows (tok[0] = row g, tok[1] = row g + 8 of the tile) and 8
+// channels at h: x (post_map, entry) and the residual's streams, every load issued before any is
+// used (one memory round trip). Rows that are not ok read nothing and get zeros.
+template <int PM, int NIN>
+__device__ __forceinline__ void ew_load(const FusedParams& p, const int tok[2], const bool ok[2], int h,
+                                        uint4 xv[2], uint4 rv[2][NIN]) {
+  const uint4 z = make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const size_t tk = ok[rr] ? (size_t)tok[rr] : 0;
+    xv[rr] = (ok[rr] && (PM || NIN == 1)) ? __ldg((const uint4*)(p.x + tk * p.H + h)) : z;
+#pragma unroll
+    for (int i = 0; i < NIN; ++i)
+      rv[rr][i] = (ok[rr] && NIN == NS) ? __ldg((const uint4*)(p.residual + (tk * NS + i) * p.H + h)) : z;
+  }
+}
+
+// Phase 1's arithmetic, per row: post_map (writes r'), and av = the streams the projection reads
+// as bf16 vectors: r' (post_map), r, or x (entry; r' is x broadcast). Phases are separate loops
+// so that few values are live at once (the tile kernel must fit 128 registers to run two blocks
+// per multiprocessor).
+// Phase 2, per row: the carried collapse cb (bf16; the layer input does not wait for this
+// seam's gates). With a norm, ssn gets its f64 sum of squares and the collapse waits for the
+// norm's factor: PARK writes it to layer_input for the tail to scale (the tile kernel), else the
+// caller keeps cb (the cluster kernel). Without a norm it is the layer input, emitted here.
+template <int PM, int NIN, int CARRIED, bool PARK>
+__device__ __forceinline__ void ew_compute(const FusedParams& p, const float* scoef, int g, int q,
+                                           const int tok[2], const bool ok[2], int h, bool row1,
+                                           const uint4 xv[2], const uint4 rv[2][NIN],
+                                           uint4 av[2][NIN], uint4 cb[2], double ssn[2]) {
+  const bool has_norm = p.norm_w != nullptr;
+  const uint4 z = make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    if (rr == 1 && !row1) {
+      // No row of the tile's second half exists (warp-uniform): the MMA reads zeros there.
+#pragma unroll
+      for (int j = 0; j < NIN; ++j) av[1][j] = z;
+      cb[1] = z;
+      break;
+    }
+    const size_t tk = ok[rr] ? (size_t)tok[rr] : 0;
+    if (PM) {
+      const float* cf = scoef + (g + 8 * rr) * COEF;
+      float xf[8];
+      unpack8(xv[rr], xf);
+#pragma unroll
+      for (int j = 0; j < NS; ++j) {
+        float o[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) o[e] = __fmul_rn(cf[j], xf[e]);
+#pragma unroll
+        for (int i = 0; i < NS; ++i) {
+          float rf[8];
+          unpack8(rv[rr][i], rf);
+          const float c = cf[4 + i * 4 + j];
+#pragma unroll
+          for (int e = 0; e < 8; ++e) o[e] = __fadd_rn(o[e], __fmul_rn(c, rf[e]));
+        }
+        av[rr][j] = pack8(o);
+        if (ok[rr]) *(uint4*)(p.residual_out + (tk * NS + j) * p.H + h) = av[rr][j];
+      }
+    } else if (NIN == 1) {
+      av[rr][0] = xv[rr];
+      if (ok[rr]) {
+#pragma unroll
+        for (int j = 0; j < NS; ++j) *(uint4*)(p.residual_out + (tk * NS + j) * p.H + h) = xv[rr];
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < NIN; ++j) av[rr][j] = rv[rr][j];
+    }
+  }
+  if (!CARRIED) return;
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    if (rr == 1 && !row1) break;
+    float c[8];
+    if (NIN == NS) {
+      const float* cf = scoef + (g + 8 * rr) * COEF + 20;
+      float s0[8];
+      unpack8(av[rr][0], s0);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) c[e] = __fmul_rn(cf[0], s0[e]);
+#pragma unroll
+      for (int j = 1; j < NS; ++j) {
+        float sj[8];
+        unpack8(av[rr][j], sj);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) c[e] = __fadd_rn(c[e], __fmul_rn(cf[j], sj[e]));
+      }
+    } else {
+      unpack8(av[rr][0], c);  // entry: one-hot carried pre-mix, the layer input is x
+    }
+    if (has_norm) {
+      cb[rr] = pack8(c);
+      // The entry seam's tail reads x itself: nothing to park.
+      if (PARK && ok[rr] && NIN == NS) *(uint4*)(p.layer_input + (size_t)tok[rr] * p.H + h) = cb[rr];
+      float cr[8];
+      unpack8(cb[rr], cr);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) ssn[rr] += (double)(cr[e] * cr[e]);
+    } else {
+      emit_li(p, tok[rr], h, c, ok[rr], q == 0);
+    }
+  }
+}
+
+// A warp's chunk of the projection on tensor cores, from zero, in the canonical order (the same
+// MMA sequence whatever the plan or kernel, so a chunk's partials have the same bits everywhere):
+// d[nt] = rows g, g + 8 of the tile x mixes nt*8 + 2q, +1, from fn split into three bf16 pieces;
+// for each n-tile the steps run over the streams j, the halves u of the lane's 8 channels, and
+// the pieces (hi, mid, lo). The n-tiles' chains are independent: each step issues them side by
+// side, so one chain's MMA latency overlaps the others'. SWZ and rstride: fn's layout, as in
+// load_fn_step.
+template <int NIN, int NMIX, bool SWZ>
+__device__ __forceinline__ void project_chunk(const float* sfn, int rstride, int warp, int g, int q,
+                                              bool chunk_ok, const uint4 av[2][NIN],
+                                              float d[Shape<NIN, NMIX>::NT][4]) {
+  typedef Shape<NIN, NMIX> S;
+#pragma unroll
+  for (int nt = 0; nt < S::NT; ++nt) d[nt][0] = d[nt][1] = d[nt][2] = d[nt][3] = 0.0f;
+  if (NMIX == 0) return;
+#pragma unroll
+  for (int j = 0; j < NIN; ++j) {
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      float f[S::NT][4];
+      load_fn_step<NIN, NMIX, SWZ>(sfn, rstride, j, u, g, warp, q, chunk_ok, f);
+      const u32 a[4] = {word(av[0][j], 2 * u), word(av[1][j], 2 * u), word(av[0][j], 2 * u + 1),
+                        word(av[1][j], 2 * u + 1)};
+      u32 bh[S::NT][2], bm[S::NT][2], bl[S::NT][2];
+#pragma unroll
+      for (int nt = 0; nt < S::NT; ++nt) {
+        float h0, m0, l0, h1, m1, l1, h2, m2, l2, h3, m3, l3;
+        split3(f[nt][0], h0, m0, l0);
+        split3(f[nt][1], h1, m1, l1);
+        split3(f[nt][2], h2, m2, l2);
+        split3(f[nt][3], h3, m3, l3);
+        bh[nt][0] = pack_exact_bf16x2(h0, h1);
+        bh[nt][1] = pack_exact_bf16x2(h2, h3);
+        bm[nt][0] = pack_exact_bf16x2(m0, m1);
+        bm[nt][1] = pack_exact_bf16x2(m2, m3);
+        bl[nt][0] = pack_exact_bf16x2(l0, l1);
+        bl[nt][1] = pack_exact_bf16x2(l2, l3);
+      }
+#pragma unroll
+      for (int nt = 0; nt < S::NT; ++nt) mma_bf16(d[nt], a, bh[nt]);
+#pragma unroll
+      for (int nt = 0; nt < S::NT; ++nt) mma_bf16(d[nt], a, bm[nt]);
+#pragma unroll
+      for (int nt = 0; nt < S::NT; ++nt) mma_bf16(d[nt], a, bl[nt]);
+    }
+  }
+}
+
+// The f64 sums of squares of the projected streams (the gates' RMS, ssg) per row, and the quad
+// sums of ssg and ssn (exact in f64, so any order). row1 = false (warp-uniform): the tile has no
+// row in its second half, whose sums stay zero.
+template <int NIN, int NMIX>
+__device__ __forceinline__ void quad_sums(const uint4 av[2][NIN], double ssg[2], double ssn[2], bool row1) {
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    ssg[rr] = 0.0;
+    if (rr == 1 && !row1) break;  // warp-uniform: no row in the tile's second half (zeros)
+    if (NMIX > 0) {
+#pragma unroll
+      for (int j = 0; j < NIN; ++j) {
+        float f[8];
+        unpack8(av[rr][j], f);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) ssg[rr] += (double)(f[e] * f[e]);
+      }
+    }
+    ssg[rr] += __shfl_xor_sync(FULL_MASK, ssg[rr], 1);
+    ssg[rr] += __shfl_xor_sync(FULL_MASK, ssg[rr], 2);
+    ssn[rr] += __shfl_xor_sync(FULL_MASK, ssn[rr], 1);
+    ssn[rr] += __shfl_xor_sync(FULL_MASK, ssn[rr], 2);
+  }
+}
+
+// A warp's partials to shared memory: part[warp][row][mix] (the chunk's leaf of the tree) and
+// sss[warp][row][2] (its gate and norm sums of squares).
+template <int NMIX>
+__device__ __forceinline__ void put_partials(float* part, double* sss, int warp, int g,
+                                             const float d[][4], const double ssg[2], const double ssn[2]) {
+  constexpr int NT = NMIX > 0 ? (NMIX + 7) / 8 : 1, NM = NMIX > 0 ? NMIX : 1;
+  // The lane's quad position, re-read rather than kept live through the projection.
+  const int q = lane_id() & 3;
+  if (NMIX > 0) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int c0 = nt * 8 + 2 * q;
+      if (c0 < NMIX) {
+        part[(warp * MAXTT + g) * NM + c0] = d[nt][0];
+        part[(warp * MAXTT + g) * NM + c0 + 1] = d[nt][1];
+        part[(warp * MAXTT + g + 8) * NM + c0] = d[nt][2];
+        part[(warp * MAXTT + g + 8) * NM + c0 + 1] = d[nt][3];
+      }
+    }
+  }
+  if (q == 0) {
+    sss[(warp * MAXTT + g) * 2] = ssg[0];
+    sss[(warp * MAXTT + g) * 2 + 1] = ssn[0];
+    sss[(warp * MAXTT + g + 8) * 2] = ssg[1];
+    sss[(warp * MAXTT + g + 8) * 2 + 1] = ssn[1];
+  }
+}
+
+// One token's gates (SPEC section 2, steps 2-7) from its 24 mixes' dot products (sm, before the
+// RMS factor) and its f64 sum of squares: writes pre_out, post_out and comb_out, and returns pre.
+// `stamp`: the thread whose gates the instrumented build times.
+template <int NIN>
+__device__ __forceinline__ void gates24_store(const FusedParams& p, int tok, double ss, const float* sm,
+                                              const float* gw, bool stamp, float pre[4]) {
+  const float rinv = rms_factor(ss, NIN * p.H, p.rms_eps);
+  float m[24], post[4], comb[16];
+#pragma unroll
+  for (int c = 0; c < 24; ++c) m[c] = rinv * sm[c];
+  if (stamp) STAMP_BY(p.timeline, 15);
+#ifdef MHC_TIMELINE
+  gates4(m, gw, gw + 3, p.hc_eps, p.post_mult, p.iters, pre, post, comb, stamp ? p.timeline : nullptr);
+#else
+  gates4(m, gw, gw + 3, p.hc_eps, p.post_mult, p.iters, pre, post, comb);
+#endif
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    p.pre_out[tok * 4 + j] = pre[j];
+    p.post_out[tok * 4 + j] = post[j];
+  }
+#pragma unroll
+  for (int a = 0; a < 16; ++a) p.comb_out[tok * 16 + a] = comb[a];
 }
 
 // The per-tile tail, run by the last block of the tile.
@@ -231,24 +487,10 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch, cons
   auto gates_row = [&](int i) {
     const int tok = row0 + i;
     if (NMIX == 24) {
-      const float rinv = rms_factor(s_ss[i][0], NIN * p.H, p.rms_eps);
-      float m[24], pre[4], post[4], comb[16];
+      float pre[4];
+      gates24_store<NIN>(p, tok, s_ss[i][0], s_m[i], gw, i == 0, pre);
 #pragma unroll
-      for (int c = 0; c < 24; ++c) m[c] = rinv * s_m[i][c];
-      if (i == 0) STAMP_BY(p.timeline, 15);
-#ifdef MHC_TIMELINE
-      gates4(m, gw, gw + 3, p.hc_eps, p.post_mult, p.iters, pre, post, comb, i == 0 ? p.timeline : nullptr);
-#else
-      gates4(m, gw, gw + 3, p.hc_eps, p.post_mult, p.iters, pre, post, comb);
-#endif
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        p.pre_out[tok * 4 + j] = pre[j];
-        p.post_out[tok * 4 + j] = post[j];
-        s_p[i][j] = pre[j];
-      }
-#pragma unroll
-      for (int a = 0; a < 16; ++a) p.comb_out[tok * 16 + a] = comb[a];
+      for (int j = 0; j < 4; ++j) s_p[i][j] = pre[j];
     } else if (NMIX == 4) {
       const float rinv = rms_factor(s_ss[i][0], NIN * p.H, p.rms_eps);
 #pragma unroll
@@ -455,16 +697,7 @@ __device__ void seam_kernel_body(const FusedParams& p) {
   for (int tile = blockIdx.y; tile < p.tiles; tile += gridDim.y) {
     __syncthreads();  // the previous tile's readers of scoef/scratch are done; sfn is staged
     const int row0 = tile * p.tt;
-    for (int i = tid; i < p.tt * COEF; i += blockDim.x) {
-      const int r = i / COEF, c = i % COEF, tok = row0 + r;
-      float v = 0.0f;
-      if (tok < p.T) {
-        if (PM && c < 4) v = p.post[tok * 4 + c];
-        else if (PM && c < 20) v = p.comb[tok * 16 + (c - 4)];
-        else if (CARRIED && NIN == NS && c >= 20) v = p.pre_in[tok * 4 + (c - 20)];
-      }
-      scoef[i] = v;
-    }
+    stage_coefs<PM, NIN, CARRIED>(p, scoef, row0);
     __syncthreads();
     STAMP(p.timeline, 3);
 
@@ -478,91 +711,14 @@ __device__ void seam_kernel_body(const FusedParams& p) {
     ok[1] = chunk_ok && g + 8 < p.tt && tok[1] < p.T;
 
     // Phase 1, per row: load, post_map (write r'), keep the streams the projection reads as bf16
-    // vectors: r' (post_map), r, or x (entry). Phases are separate loops so that few values are
-    // live at once (the kernel must fit 128 registers to run two blocks per multiprocessor).
-    uint4 av[2][NIN];
-    {
-      // Every load of both rows first (one memory round trip), then the arithmetic.
-      const uint4 z = make_uint4(0, 0, 0, 0);
-      uint4 xv[2], rv[2][NIN];
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        const size_t tk = ok[rr] ? (size_t)tok[rr] : 0;
-        xv[rr] = (ok[rr] && (PM || NIN == 1)) ? __ldg((const uint4*)(p.x + tk * p.H + h)) : z;
-#pragma unroll
-        for (int i = 0; i < NIN; ++i)
-          rv[rr][i] = (ok[rr] && NIN == NS) ? __ldg((const uint4*)(p.residual + (tk * NS + i) * p.H + h)) : z;
-      }
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        const size_t tk = ok[rr] ? (size_t)tok[rr] : 0;
-        if (PM) {
-          const float* cf = scoef + (g + 8 * rr) * COEF;
-          float xf[8];
-          unpack8(xv[rr], xf);
-#pragma unroll
-          for (int j = 0; j < NS; ++j) {
-            float o[8];
-#pragma unroll
-            for (int e = 0; e < 8; ++e) o[e] = __fmul_rn(cf[j], xf[e]);
-#pragma unroll
-            for (int i = 0; i < NS; ++i) {
-              float rf[8];
-              unpack8(rv[rr][i], rf);
-              const float c = cf[4 + i * 4 + j];
-#pragma unroll
-              for (int e = 0; e < 8; ++e) o[e] = __fadd_rn(o[e], __fmul_rn(c, rf[e]));
-            }
-            av[rr][j] = pack8(o);
-            if (ok[rr]) *(uint4*)(p.residual_out + (tk * NS + j) * p.H + h) = av[rr][j];
-          }
-        } else if (NIN == 1) {
-          av[rr][0] = xv[rr];
-          if (ok[rr]) {
-#pragma unroll
-            for (int j = 0; j < NS; ++j) *(uint4*)(p.residual_out + (tk * NS + j) * p.H + h) = xv[rr];
-          }
-        } else {
-#pragma unroll
-          for (int j = 0; j < NIN; ++j) av[rr][j] = rv[rr][j];
-        }
-      }
-    }
-
-    // Phase 2, per row: the carried collapse. The layer input does not wait for this seam's
-    // gates; with a norm, the bf16 collapse is parked in layer_input until the tail scales it.
+    // vectors: r' (post_map), r, or x (entry). Phase 2: the carried collapse, parked in
+    // layer_input (bf16) for the tail's RMSNorm when there is a norm.
+    uint4 av[2][NIN], cb[2];
     double ssn[2] = {0.0, 0.0};
-    if (CARRIED) {
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        float c[8];
-        if (NIN == NS) {
-          const float* cf = scoef + (g + 8 * rr) * COEF + 20;
-          float s0[8];
-          unpack8(av[rr][0], s0);
-#pragma unroll
-          for (int e = 0; e < 8; ++e) c[e] = __fmul_rn(cf[0], s0[e]);
-#pragma unroll
-          for (int j = 1; j < NS; ++j) {
-            float sj[8];
-            unpack8(av[rr][j], sj);
-#pragma unroll
-            for (int e = 0; e < 8; ++e) c[e] = __fadd_rn(c[e], __fmul_rn(cf[j], sj[e]));
-          }
-        } else {
-          unpack8(av[rr][0], c);  // entry: one-hot carried pre-mix, the layer input is x
-        }
-        if (has_norm) {
-          const uint4 cb = pack8(c);
-          if (ok[rr] && NIN == NS) *(uint4*)(p.layer_input + (size_t)tok[rr] * p.H + h) = cb;
-          float cr[8];
-          unpack8(cb, cr);
-#pragma unroll
-          for (int e = 0; e < 8; ++e) ssn[rr] += (double)(cr[e] * cr[e]);
-        } else {
-          emit_li(p, tok[rr], h, c, ok[rr], q == 0);
-        }
-      }
+    {
+      uint4 xv[2], rv[2][NIN];
+      ew_load<PM, NIN>(p, tok, ok, h, xv, rv);
+      ew_compute<PM, NIN, CARRIED, true>(p, scoef, g, q, tok, ok, h, true, xv, rv, av, cb, ssn);
     }
 
     STAMP(p.timeline, 4);
@@ -570,57 +726,17 @@ __device__ void seam_kernel_body(const FusedParams& p) {
 
     // This chunk's projection on tensor cores, from zero, in the canonical order.
     float d[S::NT][4];
-#pragma unroll
-    for (int nt = 0; nt < S::NT; ++nt) d[nt][0] = d[nt][1] = d[nt][2] = d[nt][3] = 0.0f;
     if (NMIX > 0) {
       // fn has landed (a no-op after the first tile).
       cp_async_wait_all();
       __syncthreads();
       STAMP(p.timeline, 5);
-#pragma unroll
-      for (int j = 0; j < NIN; ++j) {
-#pragma unroll
-        for (int nt = 0; nt < S::NT; ++nt) {
-          float f[8];
-          load_fn8<NIN, NMIX>(p, sfn, j, nt * 8 + g, warp, q, chunk_ok, f);
-#pragma unroll
-          for (int u = 0; u < 2; ++u) {
-            float h0, m0, l0, h1, m1, l1, h2, m2, l2, h3, m3, l3;
-            split3(f[4 * u + 0], h0, m0, l0);
-            split3(f[4 * u + 1], h1, m1, l1);
-            split3(f[4 * u + 2], h2, m2, l2);
-            split3(f[4 * u + 3], h3, m3, l3);
-            const u32 a[4] = {word(av[0][j], 2 * u), word(av[1][j], 2 * u), word(av[0][j], 2 * u + 1),
-                              word(av[1][j], 2 * u + 1)};
-            const u32 bh[2] = {pack_exact_bf16x2(h0, h1), pack_exact_bf16x2(h2, h3)};
-            const u32 bm[2] = {pack_exact_bf16x2(m0, m1), pack_exact_bf16x2(m2, m3)};
-            const u32 bl[2] = {pack_exact_bf16x2(l0, l1), pack_exact_bf16x2(l2, l3)};
-            mma_bf16(d[nt], a, bh);
-            mma_bf16(d[nt], a, bm);
-            mma_bf16(d[nt], a, bl);
-          }
-        }
-      }
     }
+    project_chunk<NIN, NMIX, true>(sfn, p.W * 8, warp, g, q, chunk_ok, av, d);
     STAMP(p.timeline, 14);
     // Sums of squares for the gates' RMS factor, then quad sums (exact in f64, so any order).
-    double ssg[2] = {0.0, 0.0};
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      if (NMIX > 0) {
-#pragma unroll
-        for (int j = 0; j < NIN; ++j) {
-          float f[8];
-          unpack8(av[rr][j], f);
-#pragma unroll
-          for (int e = 0; e < 8; ++e) ssg[rr] += (double)(f[e] * f[e]);
-        }
-      }
-      ssg[rr] += __shfl_xor_sync(FULL_MASK, ssg[rr], 1);
-      ssg[rr] += __shfl_xor_sync(FULL_MASK, ssg[rr], 2);
-      ssn[rr] += __shfl_xor_sync(FULL_MASK, ssn[rr], 1);
-      ssn[rr] += __shfl_xor_sync(FULL_MASK, ssn[rr], 2);
-    }
+    double ssg[2];
+    quad_sums<NIN, NMIX>(av, ssg, ssn, true);
     STAMP(p.timeline, 6);
     // Partials to shared memory: part[warp][row][mix] then ss[warp][row][2]. They overwrite the
     // staged coefficients, so every warp must be past its elementwise phase.
@@ -628,28 +744,7 @@ __device__ void seam_kernel_body(const FusedParams& p) {
     const int nw = blockDim.x / WARP;
     float* part = scratch;
     double* sss = (double*)(scratch + nw * MAXTT * S::NM);
-    if (warp < p.W) {
-      // The lane's quad position, re-read rather than kept live through the projection.
-      const int q = lane_id() & 3;
-      if (NMIX > 0) {
-#pragma unroll
-        for (int nt = 0; nt < S::NT; ++nt) {
-          const int c0 = nt * 8 + 2 * q;
-          if (c0 < NMIX) {
-            part[(warp * MAXTT + g) * S::NM + c0] = d[nt][0];
-            part[(warp * MAXTT + g) * S::NM + c0 + 1] = d[nt][1];
-            part[(warp * MAXTT + g + 8) * S::NM + c0] = d[nt][2];
-            part[(warp * MAXTT + g + 8) * S::NM + c0 + 1] = d[nt][3];
-          }
-        }
-      }
-      if (q == 0) {
-        sss[(warp * MAXTT + g) * 2] = ssg[0];
-        sss[(warp * MAXTT + g) * 2 + 1] = ssn[0];
-        sss[(warp * MAXTT + g + 8) * 2] = ssg[1];
-        sss[(warp * MAXTT + g + 8) * 2 + 1] = ssn[1];
-      }
-    }
+    if (warp < p.W) put_partials<NMIX>(part, sss, warp, g, d, ssg, ssn);
     __syncthreads();
     // Tree over the block's W chunks (levels below W), then one record per token.
     const int rows = min(p.tt, p.T - row0);
@@ -715,6 +810,275 @@ SEAM_KERNEL(mhc_pre, 0, 4, 24, 0)
 SEAM_KERNEL(mhc_entry, 0, 1, 24, 1)
 SEAM_KERNEL(mhc_head, 0, 4, 4, 0)
 SEAM_KERNEL(mhc_final, 0, 4, 0, 1)
+
+// ---- The cluster kernel: small T, carried ops with gates ----
+//
+// One cluster of CL blocks per tile of up to 16 tokens. Block `rank` owns W consecutive chunks
+// (one warp each, every phase as in the tile kernel: the same loads, post_map, collapse and MMA
+// sequence, so the same partials) and has one more warp, the gate warp. Block rank finishes the
+// tile's rows rank, rank + CL, ...: every warp stores its chunk's partials of a row (the tree's
+// leaf) and its sum of squares straight into the shared memory of the row's block, and every
+// block stores its norm sums of squares into every block; one cluster barrier, and each block
+// has what it needs in its own shared memory. No records in global memory, no fence and atomic,
+// no finisher loading them back from L2. The tree over chunks is the tile kernel's (pairwise
+// over the chunk index padded to a power of two: groups of CL_GROUP leaves, then the groups), so
+// the two kernels give the same bits and a plan may pick either by T. The collapse never leaves
+// registers before its RMSNorm: each block scales its own chunks while the gate warps run the
+// Sinkhorn. The seam, pre_delayed and entry ops.
+
+#define CL_GROUP 16  // leaves one thread sums (the plan needs more than CL_GROUP / 2 chunks)
+#define CL_MAXGRP 32 // groups of leaves at most (the plan needs at most 512 chunks)
+#define CL_MAX 16    // blocks per cluster at most (the non-portable limit of sm_90)
+
+template <int PM, int NIN>
+__device__ void seam_cluster_body(const FusedParams& p) {
+  constexpr int NMIX = 24, CARRIED = 1;
+  typedef Shape<NIN, NMIX> S;
+  constexpr int NM = S::NM;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int tid = threadIdx.x;
+  const int warp = tid / WARP, lane = tid % WARP;
+  const int g = lane >> 2, q = lane & 3;
+  const int W = p.W, CL = (int)gridDim.x;
+  const int rank = (int)cluster_rank();
+  const int chunks = (p.H + CHUNK - 1) / CHUNK;
+  int pw = 1;
+  while (pw < chunks) pw <<= 1;
+  const int ngrp = pw / CL_GROUP;
+  const int chunk = rank * W + warp;
+  const bool chunk_ok = warp < W && chunk * CHUNK < p.H;
+  const bool has_norm = p.norm_w != nullptr;
+  const int row0 = blockIdx.y * p.tt;
+  const int rows = min(p.tt, p.T - row0);
+  // Rows this block finishes: rank, rank + CL, ... (at most OWN).
+  const int own = rows > rank ? (rows - 1 - rank) / CL + 1 : 0;
+  const int OWN = (p.tt + CL - 1) / CL;
+
+  // Dynamic shared memory (sized in plan.rs): [fn slice: NIN * NMIX rows of rstride float4]
+  // [leaves: OWN x chunks x NM f32][lss: OWN x chunks f64][wss: W x MAXTT f64]
+  // [gss: OWN x ngrp f64][gsum: OWN x ngrp x NM f32].
+  const int rstride = W * 8 + 1;  // the block's W chunks, padded by one float4 (bank offset)
+  const size_t fn_bytes = (size_t)NIN * NMIX * rstride * 16;
+  float* sfn = (float*)smem;
+  float* leaves = (float*)(smem + fn_bytes);
+  double* lss = (double*)(leaves + (size_t)OWN * chunks * NM);
+  double* wss = lss + OWN * chunks;
+  double* gss = wss + W * MAXTT;
+  float* gsum = (float*)(gss + OWN * ngrp);
+  __shared__ float s_gw[3 + NMIX];
+  __shared__ float s_coef[MAXTT * COEF];
+  __shared__ double s_css[MAXTT][CL_MAX];  // each block's norm sum of squares per row
+  __shared__ float s_m[MAXTT][NM];         // per row finished here (index o)
+  __shared__ double s_ssg[MAXTT];          // the same
+  __shared__ unsigned long long s_fnbar;   // fn's bulk copies
+  __shared__ unsigned long long s_redbar;  // the other blocks' stores of leaves and sums
+
+  STAMP(p.timeline, 0);
+  if (tid < 3) s_gw[tid] = p.scale[tid];
+  else if (tid < 3 + NMIX) s_gw[tid] = p.base[tid - 3];
+  // The block's slice of fn: one bulk copy per row r = mix * NIN + stream (its channels of the
+  // block's chunks that exist; warps past H never read theirs), issued by the first warp.
+  {
+    const int h0 = rank * W * CHUNK;
+    const int cols = max(0, min(W * CHUNK, p.H - h0));  // a multiple of CHUNK
+    if (warp == 0) {
+      if (lane == 0) {
+        mbar_init(&s_fnbar, 1);
+        mbar_init(&s_redbar, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_expect_tx(&s_fnbar, (u32)(NIN * NMIX * cols * 4));
+        // What the other blocks will store here: every block's norm sum of every row, and every
+        // chunk's leaf (NM f32) and gate sum of squares (f64) of each row finished here.
+        mbar_expect_tx(&s_redbar, (u32)(rows * CL * 8 + own * chunks * (NM * 4 + 8)));
+      }
+      __syncwarp();
+      if (cols > 0) {
+        for (int r = lane; r < NIN * NMIX; r += WARP)
+          bulk_copy((float4*)sfn + (size_t)r * rstride, p.fn + (size_t)r * p.H + h0, (u32)cols * 4, &s_fnbar);
+      }
+    }
+  }
+  // The mbarriers are initialized: the other blocks may store into this one once the cluster
+  // barrier's wait returns (below, before the first such store).
+  cluster_arrive_relaxed();
+  // The norm weight of the lane's 8 channels (a weight too: read before the wait).
+  const int h = chunk * CHUNK + 8 * q;
+  float4 nw[2] = {make_float4(0.f, 0.f, 0.f, 0.f), make_float4(0.f, 0.f, 0.f, 0.f)};
+  if (has_norm && chunk_ok) {
+    nw[0] = __ldg((const float4*)(p.norm_w + h));
+    nw[1] = __ldg((const float4*)(p.norm_w + h) + 1);
+  }
+  STAMP(p.timeline, 1);
+  pdl_wait();
+  STAMP(p.timeline, 2);
+
+  const int tok[2] = {row0 + g, row0 + g + 8};
+  const bool ok[2] = {chunk_ok && g < p.tt && tok[0] < p.T, chunk_ok && g + 8 < p.tt && tok[1] < p.T};
+  uint4 av[2][NIN], cb[2];
+  double ssn[2] = {0.0, 0.0};
+  {
+    // The activations' loads first, then the coefficients': the two round trips overlap.
+    uint4 xv[2], rv[2][NIN];
+    ew_load<PM, NIN>(p, tok, ok, h, xv, rv);
+    stage_coefs<PM, NIN, CARRIED>(p, s_coef, row0);
+    __syncthreads();
+    STAMP(p.timeline, 3);
+    ew_compute<PM, NIN, CARRIED, false>(p, s_coef, g, q, tok, ok, h, rows > 8, xv, rv, av, cb, ssn);
+  }
+  STAMP(p.timeline, 4);
+  // fn has landed (the barrier's init is visible: a __syncthreads separates it from here).
+  mbar_wait(&s_fnbar, 0);
+  STAMP(p.timeline, 5);
+  if (warp < W) {
+    float d[S::NT][4];
+    project_chunk<NIN, NMIX, false>(sfn, rstride, warp, g, q, chunk_ok, av, d);
+    STAMP(p.timeline, 14);
+    double ssg[2];
+    quad_sums<NIN, NMIX>(av, ssg, ssn, rows > 8);
+    // Every block's mbarriers are initialized.
+    cluster_wait();
+    // The chunk's leaves and gate sums of squares into the shared memory of the rows' blocks.
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int r = g + 8 * rr;
+      if (chunk_ok && r < rows) {
+        const int o = r / CL;
+        const u32 owner = (u32)(r % CL);
+        const u32 a = cluster_map(leaves + ((size_t)o * chunks + chunk) * NM, owner);
+        const u32 bar = cluster_map(&s_redbar, owner);
+#pragma unroll
+        for (int nt = 0; nt < S::NT; ++nt) {
+          const int c0 = nt * 8 + 2 * q;
+          if (c0 < NMIX) st_async_f32x2(a + c0 * 4, d[nt][2 * rr], d[nt][2 * rr + 1], bar);
+        }
+        if (q == 0) st_async_f64(cluster_map(lss + o * chunks + chunk, owner), ssg[rr], bar);
+      }
+      if (q == 0) wss[warp * MAXTT + r] = ssn[rr];
+    }
+  } else {
+    cluster_wait();
+  }
+  __syncthreads();
+  // The block's norm sums of squares, one per row, into every block.
+  if (tid < rows) {
+    double sn = 0.0;
+    for (int w = 0; w < W; ++w) sn += wss[w * MAXTT + tid];
+    for (int b = 0; b < CL; ++b)
+      st_async_f64(cluster_map(&s_css[tid][rank], (u32)b), sn, cluster_map(&s_redbar, (u32)b));
+  }
+  STAMP(p.timeline, 7);
+  // Everything the next kernel's blocks must not overwrite has been read: let it start placing
+  // them (they stage their weights, then wait for this grid).
+  pdl_trigger();
+  // Every store into this block has landed: its rows' leaves and every norm sum are in its own
+  // shared memory. No block touches another's shared memory after its stores, and each block
+  // waits here for all the stores it receives, so each may leave when done.
+  mbar_wait_cluster(&s_redbar, 0);
+  if (rank == 0) STAMP(p.timeline, 8);
+
+  // Per row finished here: its leaves in groups of CL_GROUP (the lower levels of the tree; mix
+  // NM: the gate sums of squares, exact in f64, so in any order). Loads before adds.
+  // Consecutive threads take consecutive mixes of a group: their loads hit consecutive banks.
+  const int per_o = (NM + 1) * ngrp;
+  for (int i = tid; i < own * per_o; i += blockDim.x) {
+    const int o = i / per_o, gi = (i % per_o) / (NM + 1), mix = i % (NM + 1);
+    if (mix < NM) {
+      const float* src = leaves + (size_t)o * chunks * NM + mix;
+      float v[CL_GROUP];
+#pragma unroll
+      for (int l = 0; l < CL_GROUP; ++l) {
+        const int c = gi * CL_GROUP + l;
+        const float x = src[(size_t)min(c, chunks - 1) * NM];
+        v[l] = c < chunks ? x : 0.0f;
+      }
+#pragma unroll
+      for (int s = 1; s < CL_GROUP; s <<= 1) {
+#pragma unroll
+        for (int l = 0; l < CL_GROUP; l += 2 * s) v[l] += v[l + s];
+      }
+      gsum[(o * ngrp + gi) * NM + mix] = v[0];
+    } else {
+      double v[CL_GROUP];
+#pragma unroll
+      for (int l = 0; l < CL_GROUP; ++l) {
+        const int c = gi * CL_GROUP + l;
+        const double x = lss[o * chunks + min(c, chunks - 1)];
+        v[l] = c < chunks ? x : 0.0;
+      }
+#pragma unroll
+      for (int s = 1; s < CL_GROUP; s <<= 1) {
+#pragma unroll
+        for (int l = 0; l < CL_GROUP; l += 2 * s) v[l] += v[l + s];
+      }
+      gss[o * ngrp + gi] = v[0];
+    }
+  }
+  __syncthreads();
+  if (rank == 0) STAMP(p.timeline, 9);
+  // The upper levels of the tree, over the groups (pairwise, ngrp a power of two).
+  for (int i = tid; i < own * (NM + 1); i += blockDim.x) {
+    const int o = i / (NM + 1), mix = i % (NM + 1);
+    if (mix < NM) {
+      const float* gs = gsum + o * ngrp * NM + mix;
+      float v[CL_MAXGRP];
+#pragma unroll
+      for (int l = 0; l < CL_MAXGRP; ++l) v[l] = l < ngrp ? gs[l * NM] : 0.0f;
+#pragma unroll
+      for (int s = 1; s < CL_MAXGRP; s <<= 1) {
+        if (s >= ngrp) break;
+#pragma unroll
+        for (int l = 0; l < CL_MAXGRP; l += 2 * s) v[l] += v[l + s];
+      }
+      s_m[o][mix] = v[0];
+    } else {
+      double t = 0.0;
+      for (int l = 0; l < ngrp; ++l) t += gss[o * ngrp + l];
+      s_ssg[o] = t;
+    }
+  }
+  __syncthreads();
+  if (rank == 0) STAMP(p.timeline, 10);
+  if (warp == W) {
+    // The gate warp: one lane per row finished here.
+    if (lane < own) {
+      float pre[4];
+      gates24_store<NIN>(p, row0 + rank + lane * CL, s_ssg[lane], s_m[lane], s_gw, rank == 0 && lane == 0, pre);
+      if (rank == 0 && lane == 0) STAMP_BY(p.timeline, 11);
+    }
+  } else if (has_norm) {
+    // The RMSNorm of the block's chunks of the layer input, from the collapse kept in registers;
+    // each lane forms its rows' factors from the blocks' norm sums of squares (off the gates'
+    // path).
+    const float w8[8] = {nw[0].x, nw[0].y, nw[0].z, nw[0].w, nw[1].x, nw[1].y, nw[1].z, nw[1].w};
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      if (rr == 1 && rows <= 8) break;  // warp-uniform: no second row anywhere
+      float rinv = 0.0f;
+      if (ok[rr]) {
+        double sn = 0.0;
+        for (int b = 0; b < CL; ++b) sn += s_css[g + 8 * rr][b];
+        rinv = rms_factor(sn, p.H, p.norm_eps);
+      }
+      float c[8], val[8];
+      unpack8(cb[rr], c);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) val[e] = __fmul_rn(__fmul_rn(c[e], rinv), w8[e]);
+      emit_li(p, tok[rr], h, val, ok[rr], q == 0);
+    }
+  }
+  if (rank == 0) STAMP(p.timeline, 12);
+  if (rank == 0) STAMP(p.timeline, 13);
+}
+
+// One block of up to 16 warps per multiprocessor (its fn slice fills most of the shared memory).
+#define SEAM_CLUSTER_KERNEL(name, PM, NIN)                                          \
+  extern "C" __global__ void __launch_bounds__(512, 1) name(const FusedParams p) { \
+    seam_cluster_body<PM, NIN>(p);                                                  \
+  }
+
+SEAM_CLUSTER_KERNEL(mhc_seam_cl, 1, 4)
+SEAM_CLUSTER_KERNEL(mhc_pre_delayed_cl, 0, 4)
+SEAM_CLUSTER_KERNEL(mhc_entry_cl, 0, 1)
 
 // post_map alone, vectorized: one thread per (token, 8 channels), all four streams.
 extern "C" __global__ void mhc_post(const bf16_t* __restrict__ x, const bf16_t* __restrict__ r,
