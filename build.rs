@@ -19,4 +19,9 @@ fn main() {
     );
     println!("cargo:rerun-if-changed=.git/HEAD");
     println!("cargo:rerun-if-changed=.git/index");
+    // An edit that is not staged changes neither of those: without these the "+dirty" mark of a
+    // rebuilt binary would be stale (rows of an edited tree recorded as the clean commit).
+    for dir in ["src", "tests", "scripts"] {
+        println!("cargo:rerun-if-changed={dir}");
+    }
 }

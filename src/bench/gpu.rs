@@ -318,8 +318,8 @@ pub fn seam_rows(
                     && let Some(p) = e.plan_for(crate::Op::Seam, t, cfg.hidden)?
                 {
                     r.plan = format!(
-                        "W={} warps={} tt={} grid={}x{} fn_smem={}",
-                        p.w, p.warps, p.tt, p.nrec, p.grid_y, p.fn_smem
+                        "W={} warps={} tt={} grid={}x{} fn_smem={} cluster={}",
+                        p.w, p.warps, p.tt, p.nrec, p.grid_y, p.fn_smem, p.cluster
                     );
                 }
                 rows.push(finish(r, us, o.seams));
