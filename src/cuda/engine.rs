@@ -476,10 +476,13 @@ impl CudaEngine {
                 if t > max_t {
                     continue;
                 }
-                if cfg.n == 4
+                // The tile kernel's plan: its records are the larger need (the cluster kernel
+                // needs none), and which kernel a call takes depends on PDL too.
+                if let Some((name, shape)) = fused_kernel(op)
+                    && cfg.n == 4
                     && cfg.hidden.is_multiple_of(plan::CHUNK)
-                    && let Some((_, shape, p)) = self.fused_plan(op, t, cfg.hidden)?
                 {
+                    let p = self.plan(name, shape, t, cfg.hidden)?;
                     self.fused_workspace(shape, t, &p, stream)?;
                 }
             }
@@ -506,8 +509,9 @@ impl CudaEngine {
 
     /// The fused kernel of `op` for T tokens of hidden size H and its plan: the cluster kernel
     /// (clusters of 16 blocks, else 12 or 8) where the device runs all of the call's clusters at
-    /// once (on the H200, seven clusters of 16: T <= 112) unless a tile plan is forced, else the
-    /// tile kernel; `set_cluster_override` or `MHC_CLUSTER` forces the choice.
+    /// once (on the H200, seven clusters of 16: T <= 112), unless a tile plan is forced or the
+    /// call runs without PDL at T <= 4, else the tile kernel; `set_cluster_override` or
+    /// `MHC_CLUSTER` forces the choice.
     fn fused_plan(
         &self,
         op: Op,
@@ -520,10 +524,15 @@ impl CudaEngine {
         if let Some(cname) = cluster_kernel(op) {
             let forced = self.cluster_override.get().or(self.env_cluster);
             let tile_forced = self.plan_override.get().or(self.env_plan).is_some();
+            // Without programmatic dependent launch each of a cluster's 16 SMs stages its 123 KB
+            // of fn on the critical path: at T <= 4 the tile kernel is faster there (H200, same
+            // run: +3 to +14 % for the cluster kernel at H = 5120 and 7168; PERF_NOTES.md
+            // attempt 30). The entry seam is always launched without it.
+            let pdl = self.pdl.get() && op != Op::Entry;
             let sizes: &[u32] = match forced {
                 Some(0) => &[],
                 Some(ref n) => std::slice::from_ref(n),
-                None if !tile_forced => &[plan::CL_MAX, 12, 8],
+                None if !tile_forced && (pdl || t > 4) => &[plan::CL_MAX, 12, 8],
                 None => &[],
             };
             let budget = self.dev.max_dynamic_smem(cname)?;
