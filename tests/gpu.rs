@@ -170,6 +170,55 @@ fn other_n_and_odd_h_decline_to_the_generic_kernels() {
     }
 }
 
+/// Which fused kernel serves a V4.1 seam: the cluster kernel at small T on an sm_90+ GPU that can
+/// run clusters of 16 one-block-per-SM blocks (so a silent fallback to the tile kernel fails
+/// here), the tile kernel at large T, without programmatic dependent launch at T <= 4, and when
+/// forced with `set_cluster_override(Some(0))`; an impossible forced cluster size is an error.
+#[test]
+fn the_cluster_kernel_serves_small_t() {
+    gpu!(e, PathChoice::Fused);
+    let c = cfg(4, 5120);
+    let kernel = |t: usize| {
+        let spec = InputSpec {
+            op: Op::Seam,
+            t,
+            norm: true,
+            proj_nk: (0, 0),
+        };
+        let m = synth::inputs(&c, &spec, t as u64);
+        let args = OpArgs::from_map(Op::Seam, &c, &m, false).unwrap();
+        let (_, r) = e.execute(&args).unwrap();
+        r.kernels.join(",")
+    };
+    let clusters = e.info().cc.0 >= 9;
+    assert_eq!(
+        clusters,
+        e.plan_for(Op::Seam, 1, 5120).unwrap().unwrap().cluster == 16
+    );
+    e.set_pdl(true);
+    let small = if clusters { "mhc_seam_cl" } else { "mhc_seam" };
+    assert_eq!(kernel(1), small);
+    assert_eq!(kernel(33), small);
+    assert_eq!(kernel(300), "mhc_seam,mhc_seam (tails)");
+    e.set_pdl(false);
+    assert_eq!(kernel(1), "mhc_seam");
+    e.set_pdl(true);
+    e.set_cluster_override(Some(0));
+    assert_eq!(kernel(1), "mhc_seam");
+    e.set_cluster_override(Some(40));
+    let spec = InputSpec {
+        op: Op::Seam,
+        t: 1,
+        norm: true,
+        proj_nk: (0, 0),
+    };
+    let m = synth::inputs(&c, &spec, 5);
+    let args = OpArgs::from_map(Op::Seam, &c, &m, false).unwrap();
+    let err = e.execute(&args).map(|_| ()).unwrap_err().to_string();
+    assert!(err.contains("clusters of 40"), "{err}");
+    e.set_cluster_override(None);
+}
+
 #[test]
 fn forced_paths_fail_clearly_instead_of_substituting() {
     gpu!(e, PathChoice::Fused);

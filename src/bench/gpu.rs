@@ -615,6 +615,8 @@ pub struct TimelineRow {
 }
 
 /// A tile block's stamps in program order (slot in kernels/seam.cu, name).
+/// Where the two kernels differ, the name gives the tile kernel's phase, then the cluster
+/// kernel's (kernels/seam.cu).
 const BLOCK_STAMPS: [(usize, &str); 10] = [
     (0, "start"),
     (1, "fn issued"),
@@ -624,14 +626,14 @@ const BLOCK_STAMPS: [(usize, &str); 10] = [
     (5, "fn landed"),
     (14, "mma"),
     (6, "sums of squares"),
-    (7, "records"),
-    (8, "finisher?"),
+    (7, "records|leaves sent"),
+    (8, "finisher?|leaves arrived"),
 ];
-/// The finisher's stamps (the gate thread's for the gates).
+/// The finisher's (cluster kernel: block 0's) stamps, the gate thread's for the gates.
 const TAIL_STAMPS: [(usize, &str); 10] = [
     (8, "tail start"),
-    (9, "records loaded"),
-    (10, "records summed"),
+    (9, "records loaded|leaf groups"),
+    (10, "records summed|tree"),
     (15, "gates start"),
     (16, "sigmoids"),
     (17, "sinkhorn"),
