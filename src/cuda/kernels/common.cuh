@@ -347,17 +347,16 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, u32 bytes,
                : "memory");
 }
 
-// Thread-block clusters (sm_90). A block's rank in its cluster; the cluster barrier in two halves
-// (arrive with release semantics, wait with acquire semantics: shared-memory writes before the
-// arrive are visible to every block of the cluster after the wait); and the shared::cluster
-// address of the same shared-memory location in block `rank` of the cluster (distributed shared
-// memory). A block must not exit while another may still access its shared memory.
+// Thread-block clusters (sm_90). A block's rank in its cluster; the wait half of the cluster
+// barrier (acquire semantics; its arrive half is below); and the shared::cluster address of the
+// same shared-memory location in block `rank` of the cluster (distributed shared memory). A block
+// must not exit while another may still access its shared memory. (A release arrive would order
+// every earlier global store too: it compiles to MEMBAR.ALL.GPU, PERF_NOTES.md attempt 30.)
 __device__ __forceinline__ u32 cluster_rank() {
   u32 r;
   asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
   return r;
 }
-__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release;" ::: "memory"); }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire;" ::: "memory"); }
 __device__ __forceinline__ u32 cluster_map(const void* p, u32 rank) {
   u32 r;

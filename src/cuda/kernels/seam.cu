@@ -818,9 +818,11 @@ SEAM_KERNEL(mhc_final, 0, 4, 0, 1)
 // sequence, so the same partials) and has one more warp, the gate warp. Block rank finishes the
 // tile's rows rank, rank + CL, ...: every warp stores its chunk's partials of a row (the tree's
 // leaf) and its sum of squares straight into the shared memory of the row's block, and every
-// block stores its norm sums of squares into every block; one cluster barrier, and each block
-// has what it needs in its own shared memory. No records in global memory, no fence and atomic,
-// no finisher loading them back from L2. The tree over chunks is the tile kernel's (pairwise
+// block stores its norm sums of squares into every block, all by st.async counted on the
+// receiving block's mbarrier; each block waits on its own mbarrier, and then has what it needs in
+// its own shared memory. No records in global memory, no fence and atomic, no finisher loading
+// them back from L2, and no cluster-wide barrier after the one that publishes the mbarriers at
+// the start (a release arrive there would wait for every global store: MEMBAR.GPU). The tree over chunks is the tile kernel's (pairwise
 // over the chunk index padded to a power of two: groups of CL_GROUP leaves, then the groups), so
 // the two kernels give the same bits and a plan may pick either by T. The collapse never leaves
 // registers before its RMSNorm: each block scales its own chunks while the gate warps run the
