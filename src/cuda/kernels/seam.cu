@@ -170,6 +170,9 @@ __device__ __forceinline__ void ew_load(const FusedParams& p, const int tok[2], 
 // seam's gates). With a norm, ssn gets its f64 sum of squares and the collapse waits for the
 // norm's factor: PARK writes it to layer_input for the tail to scale (the tile kernel), else the
 // caller keeps cb (the cluster kernel). Without a norm it is the layer input, emitted here.
+// row1 = false (warp-uniform): the tile has no row in its second half (rows g + 8); av[1] and
+// cb[1] are zeros and nothing is computed there. (The tile kernel passes true: with the test,
+// mhc_pre_delayed spilled.)
 template <int PM, int NIN, int CARRIED, bool PARK>
 __device__ __forceinline__ void ew_compute(const FusedParams& p, const float* scoef, int g, int q,
                                            const int tok[2], const bool ok[2], int h, bool row1,
