@@ -472,7 +472,7 @@ impl CudaEngine {
         let stream = self.stream();
         for op in [Op::Seam, Op::Entry, Op::Head, Op::Final] {
             // Workspace needs are piecewise in T (the plan changes with T): cover every boundary.
-            for t in [1, 4, 5, 64, 65, 128, 129, 256, 257, max_t] {
+            for t in [1, 4, 5, 64, 65, 256, 257, max_t] {
                 if t > max_t {
                     continue;
                 }
@@ -507,6 +507,14 @@ impl CudaEngine {
         Ok(self.fused_plan(op, t, h)?.map(|(_, _, p)| p))
     }
 
+    /// Whether the fused launch of `op` carries programmatic dependent launch: the engine's
+    /// setting, except for the entry seam, which runs once per forward pass, often right after
+    /// `fold_entry_weight` wrote its weight on the same stream, and so waits for its predecessor
+    /// like a plain launch.
+    fn fused_pdl(&self, op: Op) -> bool {
+        self.pdl.get() && op != Op::Entry
+    }
+
     /// The fused kernel of `op` for T tokens of hidden size H and its plan: the cluster kernel
     /// (clusters of 16 blocks, else 12 or 8) where the device runs all of the call's clusters at
     /// once (on the H200, seven clusters of 16: T <= 112), unless a tile plan is forced or the
@@ -527,8 +535,8 @@ impl CudaEngine {
             // Without programmatic dependent launch each of a cluster's 16 SMs stages its 123 KB
             // of fn on the critical path: at T <= 4 the tile kernel is faster there (H200, same
             // run: +3 to +14 % for the cluster kernel at H = 5120 and 7168; PERF_NOTES.md
-            // attempt 30). The entry seam is always launched without it.
-            let pdl = self.pdl.get() && op != Op::Entry;
+            // attempt 30).
+            let pdl = self.fused_pdl(op);
             let sizes: &[u32] = match forced {
                 Some(0) => &[],
                 Some(ref n) => std::slice::from_ref(n),
@@ -1023,9 +1031,7 @@ impl CudaEngine {
             params.timeline =
                 self.timeline_rows(name.to_string(), (plan.nrec * plan.grid_y) as usize);
         }
-        // The entry seam runs once per forward pass, often right after `fold_entry_weight` wrote
-        // its weight on the same stream: it waits for its predecessor like a plain launch.
-        let pdl = self.pdl.get() && call.op != Op::Entry;
+        let pdl = self.fused_pdl(call.op);
         let mut ptrs = [&mut params as *mut FusedParams as *mut c_void];
         unsafe {
             self.dev.launch_cluster(
