@@ -193,13 +193,22 @@ fn the_cluster_kernel_serves_small_t() {
     let clusters = e.info().cc.0 >= 9;
     assert_eq!(
         clusters,
-        e.plan_for(Op::Seam, 1, 5120).unwrap().unwrap().cluster == 16
+        e.plan_for(Op::Seam, 1, 5120, false)
+            .unwrap()
+            .unwrap()
+            .cluster
+            == 16
     );
     e.set_pdl(true);
-    let small = if clusters { "mhc_seam_cl" } else { "mhc_seam" };
+    // The call brings fn prepared by split_fn_weight (the backend prepares it like
+    // DeviceSeamWeights): its variant, which fits at H = 5120; off, the plain cluster kernel.
+    let small = if clusters { "mhc_seam_clp" } else { "mhc_seam" };
     assert_eq!(kernel(1), small);
     assert_eq!(kernel(33), small);
     assert_eq!(kernel(300), "mhc_seam,mhc_seam (tails)");
+    e.set_use_prepared_fn(false);
+    assert_eq!(kernel(1), if clusters { "mhc_seam_cl" } else { "mhc_seam" });
+    e.set_use_prepared_fn(true);
     e.set_pdl(false);
     assert_eq!(kernel(1), "mhc_seam");
     e.set_pdl(true);
@@ -217,6 +226,50 @@ fn the_cluster_kernel_serves_small_t() {
     let err = e.execute(&args).map(|_| ()).unwrap_err().to_string();
     assert!(err.contains("clusters of 40"), "{err}");
     e.set_cluster_override(None);
+}
+
+/// mhc_fn_split against its CPU twin, bit for bit, on weights with signs, zeros, subnormals,
+/// huge and exactly-bf16 values, at H = 4096 and 5120.
+#[test]
+fn prepared_fn_matches_its_cpu_twin() {
+    gpu!(e, PathChoice::Fused);
+    for h in [4096, 5120] {
+        let c = cfg(4, h);
+        let fn_: Vec<f32> = SeamWeights::synthetic(&c, h as u64)
+            .fn_
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| match i % 11 {
+                0 => 0.0,
+                1 => -0.0,
+                2 => 1e-40 * (i as f32),
+                3 => v * 3e30,
+                4 => -1.5,
+                _ => v,
+            })
+            .collect();
+        let d_fn = e.upload(&fn_).unwrap();
+        let mut d_out = e.zeros::<u32>(CudaEngine::fn_split_words(&c)).unwrap();
+        d_out.poison().unwrap();
+        unsafe {
+            e.split_fn_weight(&c, d_fn.ptr(), d_out.ptr(), e.stream())
+                .unwrap()
+        };
+        e.sync().unwrap();
+        let want = mhc::cuda::plan::fn_split_reference(&fn_, 4, h);
+        let got = d_out.to_host().unwrap();
+        assert_eq!(got.len(), want.len());
+        if let Some(i) = (0..got.len()).find(|&i| got[i] != want[i]) {
+            panic!(
+                "H={h}: word {i} is {:#010x}, the CPU twin says {:#010x}",
+                got[i], want[i]
+            );
+        }
+    }
+    // Only n = 4 with 24 mixes has a prepared form.
+    let c = cfg(2, 512);
+    let err = unsafe { e.split_fn_weight(&c, 0, 0, e.stream()) }.unwrap_err();
+    assert!(err.to_string().contains("n = 2"), "{err}");
 }
 
 #[test]
@@ -299,17 +352,31 @@ fn every_plan_gives_the_same_bits() {
                 e.set_plan_override(None);
                 // Clusters of 16, and at H = 5120 of 12 (two rows a block; at H = 7168 no other
                 // size fits: at most 15 chunk warps a block, and 15 do not fit beside two rows).
+                // Each with and without prepared fn (seam and pre_delayed have a variant that
+                // reads it; it fits at H = 5120 in clusters of 16 only).
                 let sizes: &[u32] = if h == 5120 { &[0, 16, 12] } else { &[0, 16] };
                 for &cl in sizes {
-                    e.set_cluster_override(Some(cl));
-                    let (got, route) = e.execute(&args).unwrap();
-                    assert_eq!(route.path, "fused");
-                    assert!(
-                        got == want,
-                        "{op} H={h} T={t} in clusters of {cl} (0: the tile kernel) differs from the default"
-                    );
+                    for prepared in [true, false] {
+                        e.set_cluster_override(Some(cl));
+                        e.set_use_prepared_fn(prepared);
+                        let (got, route) = e.execute(&args).unwrap();
+                        assert_eq!(route.path, "fused");
+                        assert!(
+                            got == want,
+                            "{op} H={h} T={t} in clusters of {cl} (0: the tile kernel), prepared fn {prepared}: differs from the default"
+                        );
+                        // Positive control: the prepared variant really ran where it fits.
+                        let clp = route.kernels.iter().any(|k| k.ends_with("_clp"));
+                        let fits = prepared
+                            && cl == 16
+                            && h == 5120
+                            && matches!(op, Op::Seam | Op::PreDelayed)
+                            && e.info().cc.0 >= 9;
+                        assert_eq!(clp, fits, "{op} H={h} T={t} cl={cl} {:?}", route.kernels);
+                    }
                 }
                 e.set_cluster_override(None);
+                e.set_use_prepared_fn(true);
             }
         }
     }
@@ -595,7 +662,12 @@ fn graph_replay_and_pdl_match_plain_eager_calls_bit_for_bit() {
         let mut replayed = init(&e);
         let g = e.capture(|e| chain(e, &mut replayed)).unwrap();
         // One launch per seam, two where the plan splits the tails into their own launch.
-        let per_seam = if e.plan_for(Op::Seam, t, c.hidden).unwrap().unwrap().split {
+        let per_seam = if e
+            .plan_for(Op::Seam, t, c.hidden, true)
+            .unwrap()
+            .unwrap()
+            .split
+        {
             2
         } else {
             1

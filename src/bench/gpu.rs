@@ -315,11 +315,16 @@ pub fn seam_rows(
                 r.pdl = pdl; // the unfused path is timed with pdl = false only
                 r.launches_per_seam = launches;
                 if path == PathChoice::Fused
-                    && let Some(p) = e.plan_for(crate::Op::Seam, t, cfg.hidden)?
+                    && let Some(p) = e.plan_for(
+                        crate::Op::Seam,
+                        t,
+                        cfg.hidden,
+                        weights.first().is_some_and(|w| w.fn_split.is_some()),
+                    )?
                 {
                     r.plan = format!(
-                        "W={} warps={} tt={} grid={}x{} fn_smem={} cluster={}",
-                        p.w, p.warps, p.tt, p.nrec, p.grid_y, p.fn_smem, p.cluster
+                        "W={} warps={} tt={} grid={}x{} fn_smem={} cluster={} prepared_fn={}",
+                        p.w, p.warps, p.tt, p.nrec, p.grid_y, p.fn_smem, p.cluster, p.prepared
                     );
                 }
                 rows.push(finish(r, us, o.seams));
@@ -670,7 +675,7 @@ pub fn seam_timeline(
             e.sync()?;
             // Room for every launch of the chain: the largest grid is at most blocks of the plan.
             let plan = e
-                .plan_for(crate::Op::Seam, t, cfg.hidden)?
+                .plan_for(crate::Op::Seam, t, cfg.hidden, true)?
                 .ok_or_else(|| Error::Unsupported("no fused plan for the timeline".into()))?;
             let per_seam = (plan.nrec * plan.grid_y + plan.tiles) as usize;
             let (log, st) = replay_stamps(e, seams * per_seam * S * 2, |e| {

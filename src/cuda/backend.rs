@@ -61,6 +61,16 @@ impl Backend for CudaEngine {
             }
             _ => None,
         };
+        // fn prepared for the cluster kernels, as DeviceSeamWeights does it at upload.
+        let fn_split = match (op, &fn_) {
+            (Op::Seam | Op::PreDelayed, Some(f)) if super::buffers::prepares_fn(cfg, f.len()) => {
+                let b = self.zeros::<u32>(CudaEngine::fn_split_words(cfg))?;
+                // SAFETY: fn holds 24 x 4H elements (checked), b was sized for cfg.
+                unsafe { self.split_fn_weight(cfg, f.ptr(), b.ptr(), self.stream())? };
+                Some(b)
+            }
+            _ => None,
+        };
         let writes_residual = matches!(
             op,
             Op::PostMap | Op::Seam | Op::SeamV4 | Op::Entry | Op::Expand
@@ -142,6 +152,7 @@ impl Backend for CudaEngine {
             w: RawWeights {
                 fn_: ptr(&fn_),
                 fnb: ptr(&fnb),
+                fn_split: ptr(&fn_split),
                 scale: ptr(&scale),
                 base: ptr(&base),
                 norm_weight: ptr(&norm),

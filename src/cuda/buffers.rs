@@ -15,6 +15,9 @@ pub struct DeviceSeamWeights {
     pub fn_: DeviceBuffer<f32>,
     /// The entry seam's folded weight [mixes, H], when uploaded for the entry seam.
     pub fnb: Option<DeviceBuffer<f32>>,
+    /// fn prepared for the cluster kernels ([`CudaEngine::split_fn_weight`]), for the seams
+    /// with four streams and 24 mixes.
+    pub fn_split: Option<DeviceBuffer<u32>>,
     /// scale [3] (or [1] for the head).
     pub scale: DeviceBuffer<f32>,
     /// base [mixes].
@@ -25,7 +28,8 @@ pub struct DeviceSeamWeights {
 
 impl DeviceSeamWeights {
     /// Uploads `w`; `norm` keeps its norm weight (fused RMSNorm), `entry` also folds fn for the
-    /// entry seam.
+    /// entry seam. Other seams with four streams and 24 mixes also get fn prepared for the
+    /// cluster kernels.
     pub fn upload(
         e: &CudaEngine,
         cfg: &Config,
@@ -43,8 +47,18 @@ impl DeviceSeamWeights {
         } else {
             None
         };
+        let fn_split = if !entry && prepares_fn(cfg, w.fn_.len()) {
+            let b = e.zeros::<u32>(CudaEngine::fn_split_words(cfg))?;
+            // SAFETY: fn holds 24 x 4H elements (checked), b was sized for cfg just above.
+            unsafe { e.split_fn_weight(cfg, fn_.ptr(), b.ptr(), e.stream())? };
+            e.sync()?;
+            Some(b)
+        } else {
+            None
+        };
         Ok(DeviceSeamWeights {
             fnb,
+            fn_split,
             fn_,
             scale: e.upload(&w.scale)?,
             base: e.upload(&w.base)?,
@@ -61,11 +75,21 @@ impl DeviceSeamWeights {
         RawWeights {
             fn_: self.fn_.ptr(),
             fnb: self.fnb.as_ref().map_or(0, |b| b.ptr()),
+            fn_split: self.fn_split.as_ref().map_or(0, |b| b.ptr()),
             scale: self.scale.ptr(),
             base: self.base.ptr(),
             norm_weight: self.norm_weight.as_ref().map_or(0, |b| b.ptr()),
         }
     }
+}
+
+/// Whether fn of `len` elements is one the cluster kernels take prepared: four streams, 24
+/// mixes, H a multiple of the kernels' chunk.
+pub(crate) fn prepares_fn(cfg: &Config, len: usize) -> bool {
+    cfg.n == 4
+        && cfg.mixes() == 24
+        && cfg.hidden.is_multiple_of(super::plan::CHUNK)
+        && len == 24 * 4 * cfg.hidden
 }
 
 /// Per-token coefficients (post, comb, pre) on the device.

@@ -18,7 +18,13 @@ impl From<DriverError> for Error {
 }
 
 /// The kernels launched in thread-block clusters (kernels/seam.cu, the cluster kernel).
-pub const CLUSTER_KERNELS: [&str; 3] = ["mhc_seam_cl", "mhc_pre_delayed_cl", "mhc_entry_cl"];
+pub const CLUSTER_KERNELS: [&str; 5] = [
+    "mhc_seam_cl",
+    "mhc_pre_delayed_cl",
+    "mhc_entry_cl",
+    "mhc_seam_clp",
+    "mhc_pre_delayed_clp",
+];
 
 /// (kernel, cluster size, block size, dynamic shared memory).
 type ClusterKey = (&'static str, u32, u32, u32);

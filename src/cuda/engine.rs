@@ -159,11 +159,14 @@ pub struct RawIo {
 }
 
 /// Device pointers of one seam's weights (f32). `fnb` is the entry seam's folded weight
-/// [mixes, H] (see [`CudaEngine::fold_entry_weight`]); `norm_weight` 0 = no fused RMSNorm.
+/// [mixes, H] (see [`CudaEngine::fold_entry_weight`]); `fn_split` is fn prepared by
+/// [`CudaEngine::split_fn_weight`] (0 = none: the kernels split fn themselves; same results
+/// either way); `norm_weight` 0 = no fused RMSNorm.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RawWeights {
     pub fn_: CUdeviceptr,
     pub fnb: CUdeviceptr,
+    pub fn_split: CUdeviceptr,
     pub scale: CUdeviceptr,
     pub base: CUdeviceptr,
     pub norm_weight: CUdeviceptr,
@@ -220,6 +223,7 @@ struct FusedParams {
     comb: u64,
     pre_in: u64,
     fn_: u64,
+    fn_split: u64,
     scale: u64,
     base: u64,
     norm_w: u64,
@@ -279,6 +283,7 @@ pub struct CudaEngine {
     pdl: std::cell::Cell<bool>,
     plan_override: std::cell::Cell<Option<plan::PlanOverride>>,
     cluster_override: std::cell::Cell<Option<u32>>,
+    use_prepared: std::cell::Cell<bool>,
     proj_plan_override: std::cell::Cell<Option<plan::ProjOverride>>,
     /// `MHC_PLAN`, `MHC_CLUSTER` and `MHC_PROJ_PLAN`, read once here rather than in every call.
     env_plan: Option<plan::PlanOverride>,
@@ -304,12 +309,13 @@ fn fused_kernel(op: Op) -> Option<(&'static str, KernelShape)> {
     })
 }
 
-/// The cluster kernel of a fused op, where it has one (the carried ops with gates).
-fn cluster_kernel(op: Op) -> Option<&'static str> {
+/// The cluster kernel of a fused op, where it has one (the carried ops with gates), and its
+/// variant that reads fn prepared by `mhc_fn_split`, where it has one.
+fn cluster_kernel(op: Op) -> Option<(&'static str, Option<&'static str>)> {
     Some(match op {
-        Op::Seam => "mhc_seam_cl",
-        Op::PreDelayed => "mhc_pre_delayed_cl",
-        Op::Entry => "mhc_entry_cl",
+        Op::Seam => ("mhc_seam_cl", Some("mhc_seam_clp")),
+        Op::PreDelayed => ("mhc_pre_delayed_cl", Some("mhc_pre_delayed_clp")),
+        Op::Entry => ("mhc_entry_cl", None),
         _ => return None,
     })
 }
@@ -333,6 +339,7 @@ impl CudaEngine {
             pdl: std::cell::Cell::new(opts.pdl),
             plan_override: std::cell::Cell::new(None),
             cluster_override: std::cell::Cell::new(None),
+            use_prepared: std::cell::Cell::new(plan::prepared_fn_setting()?),
             proj_plan_override: std::cell::Cell::new(None),
             env_plan: plan::seam_override()?,
             env_cluster: plan::cluster_override()?,
@@ -355,6 +362,13 @@ impl CudaEngine {
     /// heuristic (and of `MHC_CLUSTER`); `None` restores it. Both kernels compute the same bits.
     pub fn set_cluster_override(&self, n: Option<u32>) {
         self.cluster_override.set(n);
+    }
+
+    /// Whether the cluster kernels read a call's prepared fn ([`RawWeights::fn_split`]) when it
+    /// has one (default on; `MHC_PREPARED_FN=0` at start turns it off). Off, they split fn
+    /// themselves: the same bits, for A/B timings and for the tests that check exactly that.
+    pub fn set_use_prepared_fn(&self, on: bool) {
+        self.use_prepared.set(on);
     }
 
     /// Forces the projection's plan (`kpw` k-blocks per warp per stage, `nst` ring slots, `tpb`
@@ -502,9 +516,11 @@ impl CudaEngine {
         )
     }
 
-    /// The plan the fused kernel of `op` would use for T tokens of hidden size H.
-    pub fn plan_for(&self, op: Op, t: usize, h: usize) -> Result<Option<SeamPlan>> {
-        Ok(self.fused_plan(op, t, h)?.map(|(_, _, p)| p))
+    /// The plan the fused kernel of `op` would use for T tokens of hidden size H, for a call
+    /// with (`prepared`) or without fn prepared by [`CudaEngine::split_fn_weight`].
+    pub fn plan_for(&self, op: Op, t: usize, h: usize, prepared: bool) -> Result<Option<SeamPlan>> {
+        let prepared = prepared && self.use_prepared.get();
+        Ok(self.fused_plan(op, t, h, prepared)?.map(|(_, _, p)| p))
     }
 
     /// Whether the fused launch of `op` carries programmatic dependent launch: the engine's
@@ -525,11 +541,12 @@ impl CudaEngine {
         op: Op,
         t: usize,
         h: usize,
+        prepared: bool,
     ) -> Result<Option<(&'static str, KernelShape, SeamPlan)>> {
         let Some((name, shape)) = fused_kernel(op) else {
             return Ok(None);
         };
-        if let Some(cname) = cluster_kernel(op) {
+        if let Some((cname, pname)) = cluster_kernel(op) {
             let forced = self.cluster_override.get().or(self.env_cluster);
             let tile_forced = self.plan_override.get().or(self.env_plan).is_some();
             // Without programmatic dependent launch each of a cluster's 16 SMs stages its 123 KB
@@ -543,16 +560,22 @@ impl CudaEngine {
                 None if !tile_forced && (pdl || t > 4) => &[plan::CL_MAX, 12, 8],
                 None => &[],
             };
-            let budget = self.dev.max_dynamic_smem(cname)?;
+            // With prepared fn, its variant first (no split in the projection), where its 1.5x
+            // larger slice of fn fits in shared memory.
+            let kernels = [pname.filter(|_| prepared), Some(cname)];
             for &cl in sizes {
-                if let Some(p) = plan::cluster_plan(shape, t, h, cl, budget) {
-                    let active = self
-                        .dev
-                        .max_active_clusters(cname, cl, p.warps * 32, p.smem)?;
-                    // Forced: wherever it can run at all; else only in one wave of clusters.
-                    let need = if forced.is_some() { 1 } else { p.tiles };
-                    if active >= need {
-                        return Ok(Some((cname, shape, p)));
+                for kname in kernels.into_iter().flatten() {
+                    let budget = self.dev.max_dynamic_smem(kname)?;
+                    let prep = kname != cname;
+                    if let Some(p) = plan::cluster_plan(shape, t, h, cl, budget, prep) {
+                        let active =
+                            self.dev
+                                .max_active_clusters(kname, cl, p.warps * 32, p.smem)?;
+                        // Forced: wherever it can run at all; else only in one wave of clusters.
+                        let need = if forced.is_some() { 1 } else { p.tiles };
+                        if active >= need {
+                            return Ok(Some((kname, shape, p)));
+                        }
                     }
                 }
             }
@@ -676,6 +699,7 @@ impl CudaEngine {
             ("layer_input", io.layer_input),
             ("fn", call.w.fn_),
             ("fn (folded)", call.w.fnb),
+            ("fn (prepared)", call.w.fn_split),
             ("norm_weight", call.w.norm_weight),
             ("layer_input_fp8", io.fp8_values),
         ];
@@ -980,7 +1004,13 @@ impl CudaEngine {
         if call.op == Op::Entry && call.w.fnb == 0 {
             return Err(Error::missing("fn (folded entry weight)"));
         }
-        let Some((name, shape, plan)) = self.fused_plan(call.op, t, h)? else {
+        let Some((name, shape, plan)) = self.fused_plan(
+            call.op,
+            t,
+            h,
+            call.w.fn_split != 0 && self.use_prepared.get(),
+        )?
+        else {
             return Err(Error::Unsupported(format!(
                 "no fused kernel for `{}`",
                 call.op
@@ -998,6 +1028,7 @@ impl CudaEngine {
             } else {
                 call.w.fn_
             },
+            fn_split: if plan.prepared { call.w.fn_split } else { 0 },
             scale: call.w.scale,
             base: call.w.base,
             norm_w: call.w.norm_weight,
@@ -1520,6 +1551,60 @@ impl CudaEngine {
                     Arg::P(fn_),
                     Arg::P(fnb),
                     Arg::I(m as i32),
+                    Arg::I(cfg.n as i32),
+                    Arg::I(cfg.hidden as i32),
+                ],
+                &mut k,
+            )
+        }
+    }
+
+    /// 32-bit words of fn prepared by [`CudaEngine::split_fn_weight`] for `cfg` (n = 4, 24
+    /// mixes): 1.5x the bytes of fn.
+    pub fn fn_split_words(cfg: &Config) -> usize {
+        plan::fn_split_words(cfg.n, cfg.hidden)
+    }
+
+    /// Prepares fn [24, 4H] for the cluster kernels on `stream`: each f32 weight split into its
+    /// three bf16 pieces, laid out as the projection's tensor-core operands (kernels/seam.cu,
+    /// `mhc_fn_split`), so that the kernels stage it with one copy per chunk and do not split it
+    /// on their critical path. Run it once per seam's weights, as they are uploaded; pass the
+    /// result as [`RawWeights::fn_split`] beside fn. Like fn, it must not be written by the
+    /// kernel that precedes a seam on its stream.
+    ///
+    /// # Safety
+    /// `fn_` must hold 24 x n x H f32 elements and `out` [`CudaEngine::fn_split_words`] u32
+    /// elements, 16-byte aligned.
+    pub unsafe fn split_fn_weight(
+        &self,
+        cfg: &Config,
+        fn_: CUdeviceptr,
+        out: CUdeviceptr,
+        stream: CUstream,
+    ) -> Result<()> {
+        if cfg.n != 4 || cfg.mixes() != 24 || !cfg.hidden.is_multiple_of(plan::CHUNK) {
+            return Err(Error::Unsupported(format!(
+                "prepared fn is for n = 4, 24 mixes and H a multiple of {} (n = {}, {} mixes, H = {})",
+                plan::CHUNK,
+                cfg.n,
+                cfg.mixes(),
+                cfg.hidden
+            )));
+        }
+        if !aligned(out, 16) {
+            return Err(Error::Invalid(
+                "prepared fn: the output is not 16-byte aligned".into(),
+            ));
+        }
+        let mut k = vec![];
+        unsafe {
+            self.run1d(
+                "mhc_fn_split",
+                Self::fn_split_words(cfg),
+                stream,
+                &[
+                    Arg::P(fn_),
+                    Arg::P(out),
                     Arg::I(cfg.n as i32),
                     Arg::I(cfg.hidden as i32),
                 ],

@@ -45,6 +45,61 @@ pub struct SeamPlan {
     /// Blocks per thread-block cluster of the cluster kernel (one cluster per tile, `nrec` = this
     /// many blocks of `w` chunks and one gate warp); 0: the tile kernel.
     pub cluster: u32,
+    /// The cluster kernel reads fn prepared by `mhc_fn_split` (its `_clp` variant).
+    pub prepared: bool,
+}
+
+/// Bytes of fn prepared by `mhc_fn_split` per chunk of 32 channels and stream: the B fragments
+/// of the chunk's two projection steps, 18 words a lane each (kernels/seam.cu, FNP_WORDS).
+pub const FN_SPLIT_STREAM_BYTES: usize = 2 * 18 * 32 * 4;
+
+/// 32-bit words of fn [24, nin * H] prepared by `mhc_fn_split` (H a multiple of 32).
+pub fn fn_split_words(nin: usize, h: usize) -> usize {
+    h.div_ceil(CHUNK) * nin * FN_SPLIT_STREAM_BYTES / 4
+}
+
+/// Where word `idx` of fn prepared by `mhc_fn_split` sits (kernels/seam.cu has the layout):
+/// (chunk, stream j, half u, lane, word i of the lane's 18 at that step).
+fn fn_split_slot(idx: usize, nin: usize) -> (usize, usize, usize, usize, usize) {
+    const STEP: usize = 18 * 32; // words per (chunk, stream, half)
+    let (rem, cju) = (idx % STEP, idx / STEP);
+    let (lane, i) = if rem < 16 * 32 {
+        (rem % 128 / 4, rem / 128 * 4 + rem % 4)
+    } else {
+        ((rem - 512) / 2, 16 + rem % 2)
+    };
+    (cju / 2 / nin, cju / 2 % nin, cju % 2, lane, i)
+}
+
+/// For word `idx` of prepared fn: its piece (0 hi, 1 mid, 2 lo) and the indices into fn
+/// [24, nin * H] of its two weights (low half first; None past H).
+pub(crate) fn fn_split_sources(idx: usize, nin: usize, h: usize) -> (usize, [Option<usize>; 2]) {
+    let (c, j, u, lane, i) = fn_split_slot(idx, nin);
+    let (b, piece, nt) = (i % 2, i / 2 % 3, i / 6);
+    let (g, q) = (lane / 4, lane % 4);
+    let ch = c * CHUNK + 8 * q + 4 * u + 2 * b;
+    let at = |k: usize| (ch + k < h).then(|| (nt * 8 + g) * nin * h + j * h + ch + k);
+    (piece, [at(0), at(1)])
+}
+
+/// The CPU twin of `mhc_fn_split`: fn [24, nin * H] split into three bf16 pieces per weight
+/// (hi: the top 8 significant bits, mid: the top 8 of the exact remainder, lo: the rest), laid
+/// out as the cluster kernel's tensor-core B fragments.
+pub fn fn_split_reference(fn_: &[f32], nin: usize, h: usize) -> Vec<u32> {
+    let piece = |f: f32, which: usize| -> u32 {
+        let hi = f32::from_bits(f.to_bits() & 0xffff_0000);
+        let r1 = f - hi;
+        let mid = f32::from_bits(r1.to_bits() & 0xffff_0000);
+        let lo = r1 - mid;
+        [hi, mid, lo][which].to_bits() >> 16
+    };
+    (0..fn_split_words(nin, h))
+        .map(|idx| {
+            let (pc, src) = fn_split_sources(idx, nin, h);
+            let w = |k: usize| src[k].map_or(0.0, |a| fn_[a]);
+            piece(w(0), pc) | (piece(w(1), pc) << 16)
+        })
+        .collect()
 }
 
 /// The op's shape as the kernel sees it.
@@ -202,6 +257,7 @@ pub fn plan(
         finish_rows_batch: finish_rows_batch as u32,
         finish_smem,
         cluster: 0,
+        prepared: false,
     })
 }
 
@@ -220,17 +276,24 @@ pub fn cluster_override() -> Result<Option<u32>> {
     Ok(env_numbers("MHC_CLUSTER", "a cluster size (0: off)", &[1])?.map(|v| v[0]))
 }
 
+/// `MHC_PREPARED_FN`: 0 makes the engine ignore prepared fn (default 1).
+pub fn prepared_fn_setting() -> Result<bool> {
+    Ok(env_numbers("MHC_PREPARED_FN", "0 or 1", &[1])?.is_none_or(|v| v[0] != 0))
+}
+
 /// The cluster kernel's plan (kernels/seam.cu): clusters of `cl` blocks, one per tile of up to
 /// 16 tokens, each block with ceil(chunks / cl) chunk warps and a gate warp, its slice of fn in
 /// shared memory. None where the kernel does not apply: an op without 24 mixes, fewer than
 /// CL_GROUP / 2 + 1 or more than CL_GROUP * CL_MAXGRP chunks (the kernel's tree groups), more
-/// than CL_WARPS warps a block, or more shared memory than `budget`.
+/// than CL_WARPS warps a block, or more shared memory than `budget`. `prepared`: the block stages
+/// its chunks of fn prepared by `mhc_fn_split` (1.5x the bytes of its f32 slice) instead.
 pub fn cluster_plan(
     shape: KernelShape,
     t: usize,
     h: usize,
     cl: u32,
     budget: u32,
+    prepared: bool,
 ) -> Option<SeamPlan> {
     let chunks = h.div_ceil(CHUNK);
     if shape.nmix != 24
@@ -250,7 +313,12 @@ pub fn cluster_plan(
     let groups = chunks.next_power_of_two() / CL_GROUP;
     // The rows a block finishes at most; the layout of kernels/seam.cu, seam_cluster_body.
     let own = tt.div_ceil(cl as usize);
-    let smem = shape.nin * shape.nmix * (w * CHUNK * 4 + 16)
+    let fn_bytes = if prepared {
+        w * shape.nin * FN_SPLIT_STREAM_BYTES
+    } else {
+        shape.nin * shape.nmix * (w * CHUNK * 4 + 16)
+    };
+    let smem = fn_bytes
         + own * chunks * nm * 4
         + own * chunks * 8
         + w * MAXTT * 8
@@ -274,6 +342,7 @@ pub fn cluster_plan(
         finish_rows_batch: 1,
         finish_smem: 0,
         cluster: cl,
+        prepared,
     })
 }
 
@@ -521,6 +590,46 @@ mod tests {
     }
 
     #[test]
+    fn prepared_fn_holds_every_weight_exactly_once() {
+        // Distinct weights, with signs, tiny, huge and exactly-bf16 values among them.
+        let (nin, h) = (4, 64);
+        let fn_: Vec<f32> = (0..24 * nin * h)
+            .map(|i| {
+                let x = (i as f32 + 1.0) * 1.000_123_4 * if i % 3 == 0 { -1.0 } else { 1.0 };
+                match i % 7 {
+                    0 => x * 1e-30,
+                    1 => x * 1e20,
+                    2 => 1.5 * (i as f32).signum(),
+                    _ => x,
+                }
+            })
+            .collect();
+        let s = fn_split_reference(&fn_, nin, h);
+        assert_eq!(s.len(), fn_split_words(nin, h));
+        let bf = |w: u32| f32::from_bits(w << 16);
+        let mut seen = vec![0u32; fn_.len()];
+        let mut sum = vec![0f64; fn_.len()];
+        for (idx, &w) in s.iter().enumerate() {
+            let (pc, src) = fn_split_sources(idx, nin, h);
+            for (k, at) in src.into_iter().enumerate() {
+                let at = at.expect("H is a multiple of 32: no padding");
+                let v = bf(if k == 0 { w & 0xffff } else { w >> 16 });
+                if pc == 0 {
+                    // hi carries the sign and the top bits.
+                    assert_eq!(v.to_bits(), fn_[at].to_bits() & 0xffff_0000);
+                }
+                seen[at] += 1 << (8 * pc);
+                sum[at] += v as f64;
+            }
+        }
+        // Every weight appears once as each piece, and the pieces add back to it exactly.
+        assert!(seen.iter().all(|&n| n == 0x010101));
+        for (a, b) in sum.iter().zip(&fn_) {
+            assert_eq!(*a, *b as f64);
+        }
+    }
+
+    #[test]
     fn cluster_plans_fit() {
         // The dynamic limit beside the cluster kernel's ~7.7 KB of static shared memory.
         let budget = 227 * 1024 - 7800;
@@ -531,7 +640,7 @@ mod tests {
                 for t in [1, 2, 7, 16, 17, 100, 128, 300] {
                     for cl in [16, 15, 12, 8] {
                         let chunks = h / CHUNK;
-                        let Some(p) = cluster_plan(shape, t, h, cl, budget) else {
+                        let Some(p) = cluster_plan(shape, t, h, cl, budget, false) else {
                             // Only where a block would need more than 15 chunk warps, or (15
                             // warps of fn and the leaves of two rows) more shared memory.
                             assert!(
@@ -556,14 +665,34 @@ mod tests {
         }
         // No cluster kernel for the head (4 mixes), too few chunks for a tree group, or a
         // cluster of 1 or more than 16 blocks.
-        assert!(cluster_plan(KernelShape { nin: 4, nmix: 4 }, 1, 5120, 16, budget).is_none());
-        assert!(cluster_plan(gates, 1, 256, 16, budget).is_none());
-        assert!(cluster_plan(gates, 1, 5120, 1, budget).is_none());
-        assert!(cluster_plan(gates, 1, 5120, 32, budget).is_none());
+        assert!(
+            cluster_plan(KernelShape { nin: 4, nmix: 4 }, 1, 5120, 16, budget, false).is_none()
+        );
+        assert!(cluster_plan(gates, 1, 256, 16, budget, false).is_none());
+        assert!(cluster_plan(gates, 1, 5120, 1, budget, false).is_none());
+        assert!(cluster_plan(gates, 1, 5120, 32, budget, false).is_none());
         // The H200's sizes: 16 blocks of 8, 10 and 14 chunk warps.
         for (h, w) in [(4096, 8), (5120, 10), (7168, 14)] {
-            assert_eq!(cluster_plan(gates, 1, h, 16, budget).unwrap().w, w);
+            assert_eq!(cluster_plan(gates, 1, h, 16, budget, false).unwrap().w, w);
         }
+        // Prepared fn (18 KB a chunk warp): fits at H = 4096 and 5120 in clusters of 16, not at
+        // 7168 (14 warps), nor in clusters of 12 at 5120 (14 warps).
+        for t in [1, 16, 100] {
+            for (h, cl, fits) in [
+                (4096, 16, true),
+                (5120, 16, true),
+                (7168, 16, false),
+                (5120, 12, false),
+            ] {
+                let p = cluster_plan(gates, t, h, cl, budget, true);
+                assert_eq!(p.is_some(), fits, "{h} {cl} {t}");
+                if let Some(p) = p {
+                    assert!(p.prepared && p.smem <= budget);
+                    assert!(p.smem as usize >= p.w as usize * 4 * FN_SPLIT_STREAM_BYTES);
+                }
+            }
+        }
+        assert_eq!(fn_split_words(4, 5120), 160 * 4 * 9 * 32 * 4);
     }
 
     #[test]

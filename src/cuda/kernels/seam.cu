@@ -43,6 +43,7 @@ struct FusedParams {
   const float* comb;
   const float* pre_in;
   const float* fn;        // [mixes][NIN*H] (entry: the folded weight [mixes][H])
+  const uint4* fn_split;  // fn prepared by mhc_fn_split (the cluster kernels' PREP variant only)
   const float* scale;
   const float* base;
   const float* norm_w;    // null: no RMSNorm
@@ -302,6 +303,93 @@ __device__ __forceinline__ void project_chunk(const float* sfn, int rstride, int
       for (int nt = 0; nt < S::NT; ++nt) mma_bf16(d[nt], a, bl[nt]);
     }
   }
+}
+
+// fn prepared once, at weight upload (mhc_fn_split below): for every chunk c, stream j and half
+// u of a lane's 8 channels, the B fragments of that projection step in the order project_chunk
+// splits and uses them, so a warp loads a step's with one 16-byte load per 4 words and runs the
+// same MMAs on the same operands with no splitting. Per (c, j, u), 2304 bytes: [v < 4][lane]
+// uint4 (words 0-15), then [lane] uint2 (words 16, 17), where word i = (nt * 3 + piece) * 2 + b
+// is the bf16x2 of piece (0 hi, 1 mid, 2 lo) of fn[nt * 8 + g][j * H + 32 c + 8 q + 4 u + 2 b +
+// {0, 1}], g = lane / 4, q = lane % 4 (zeros past H). For 24 mixes (3 n-tiles).
+#define FNP_WORDS 18                         // words per (chunk, stream, half, lane)
+#define FNP_STEP_BYTES (FNP_WORDS * WARP * 4)  // 2304
+#define FNP_STREAM_BYTES (2 * FNP_STEP_BYTES)  // 4608 bytes per (chunk, stream)
+
+template <int NIN>
+__device__ __forceinline__ void project_chunk_prepared(const unsigned char* sfp, int lane, bool chunk_ok,
+                                                       const uint4 av[2][NIN], float d[3][4]) {
+#pragma unroll
+  for (int nt = 0; nt < 3; ++nt) d[nt][0] = d[nt][1] = d[nt][2] = d[nt][3] = 0.0f;
+#pragma unroll
+  for (int j = 0; j < NIN; ++j) {
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      u32 w[FNP_WORDS];
+      // The branch (warps past H multiply zeros) also keeps every step's loads from being
+      // hoisted to the top, beyond the register budget.
+      if (chunk_ok) {
+        // Volatile loads stay behind the previous step's MMAs (volatile too): the compiler
+        // would otherwise hoist steps' loads ahead, beyond the register budget (spills).
+        const u32 st = smem_u32(sfp + (j * 2 + u) * FNP_STEP_BYTES);
+#pragma unroll
+        for (int v = 0; v < 4; ++v)
+          asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
+                       : "=r"(w[4 * v]), "=r"(w[4 * v + 1]), "=r"(w[4 * v + 2]), "=r"(w[4 * v + 3])
+                       : "r"(st + (v * WARP + lane) * 16));
+        asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];" : "=r"(w[16]), "=r"(w[17]) : "r"(st + 4 * WARP * 16 + lane * 8));
+      } else {
+#pragma unroll
+        for (int i = 0; i < FNP_WORDS; ++i) w[i] = 0u;
+      }
+      const u32 a[4] = {word(av[0][j], 2 * u), word(av[1][j], 2 * u), word(av[0][j], 2 * u + 1),
+                        word(av[1][j], 2 * u + 1)};
+      // project_chunk's order: every n-tile's hi, then mid, then lo.
+#pragma unroll
+      for (int piece = 0; piece < 3; ++piece) {
+#pragma unroll
+        for (int nt = 0; nt < 3; ++nt) {
+          const int i = (nt * 3 + piece) * 2;
+          const u32 b[2] = {w[i], w[i + 1]};
+          mma_bf16(d[nt], a, b);
+        }
+      }
+    }
+  }
+}
+
+// Prepares fn [24][nin * H] for the cluster kernels' PREP variant (layout above): one thread per
+// output word. Launched once per seam's weights (CudaEngine::split_fn_weight).
+extern "C" __global__ void mhc_fn_split(const float* __restrict__ fn, u32* __restrict__ out, int nin, int H) {
+  const int chunks = (H + CHUNK - 1) / CHUNK;
+  constexpr int STEP = FNP_WORDS * WARP;  // words per (chunk, stream, half)
+  const size_t total = (size_t)chunks * nin * 2 * STEP;
+  const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= total) return;
+  const int rem = (int)(idx % STEP);
+  const size_t cju = idx / STEP;
+  const int u = (int)(cju % 2), j = (int)(cju / 2 % nin), c = (int)(cju / 2 / nin);
+  int lane, i;
+  if (rem < 16 * WARP) {
+    lane = rem % (4 * WARP) / 4;
+    i = rem / (4 * WARP) * 4 + rem % 4;
+  } else {
+    lane = (rem - 16 * WARP) / 2;
+    i = 16 + rem % 2;
+  }
+  const int b = i % 2, piece = i / 2 % 3, nt = i / 6;
+  const int g = lane >> 2, q = lane & 3;
+  const int mix = nt * 8 + g;
+  const int ch = c * CHUNK + 8 * q + 4 * u + 2 * b;
+  float pv[2];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const float f = ch + k < H ? fn[(size_t)mix * nin * H + (size_t)j * H + ch + k] : 0.0f;
+    float hi, mid, lo;
+    split3(f, hi, mid, lo);
+    pv[k] = piece == 0 ? hi : piece == 1 ? mid : lo;
+  }
+  out[idx] = pack_exact_bf16x2(pv[0], pv[1]);
 }
 
 // The f64 sums of squares of the projected streams (the gates' RMS, ssg) per row, and the quad
@@ -834,8 +922,9 @@ SEAM_KERNEL(mhc_final, 0, 4, 0, 1)
 #define CL_GROUP 16  // leaves one thread sums (the plan needs more than CL_GROUP / 2 chunks)
 #define CL_MAXGRP 32 // groups of leaves at most (the plan needs at most 512 chunks)
 #define CL_MAX 16    // blocks per cluster at most (the non-portable limit of sm_90)
+#define CL_WARPS 16  // warps per block at most (plan.rs: CL_WARPS)
 
-template <int PM, int NIN>
+template <int PM, int NIN, bool PREP>
 __device__ void seam_cluster_body(const FusedParams& p) {
   constexpr int NMIX = 24, CARRIED = 1;
   typedef Shape<NIN, NMIX> S;
@@ -863,7 +952,8 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   // [leaves: OWN x chunks x NM f32][lss: OWN x chunks f64][wss: W x MAXTT f64]
   // [gss: OWN x ngrp f64][gsum: OWN x ngrp x NM f32].
   const int rstride = W * 8 + 1;  // the block's W chunks, padded by one float4 (bank offset)
-  const size_t fn_bytes = (size_t)NIN * NMIX * rstride * 16;
+  // PREP: the block's chunks of the prepared fn, [W][NIN][FNP_V][WARP] uint4.
+  const size_t fn_bytes = PREP ? (size_t)W * NIN * FNP_STREAM_BYTES : (size_t)NIN * NMIX * rstride * 16;
   float* sfn = (float*)smem;
   float* leaves = (float*)(smem + fn_bytes);
   double* lss = (double*)(leaves + (size_t)OWN * chunks * NM);
@@ -874,6 +964,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   __shared__ float s_coef[MAXTT * COEF];
   __shared__ double s_css[MAXTT][CL_MAX];  // each block's norm sum of squares per row
   __shared__ float s_m[MAXTT][NM];         // per row finished here (index o)
+  __shared__ float4 s_nw[CL_WARPS * CHUNK / 4];  // the norm weight of the block's chunks
   __shared__ double s_ssg[MAXTT];          // the same
   __shared__ unsigned long long s_fnbar;   // fn's bulk copies
   __shared__ unsigned long long s_redbar;  // the other blocks' stores of leaves and sums
@@ -882,22 +973,29 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   if (tid < 3) s_gw[tid] = p.scale[tid];
   else if (tid < 3 + NMIX) s_gw[tid] = p.base[tid - 3];
   // The block's slice of fn: one bulk copy per row r = mix * NIN + stream (its channels of the
-  // block's chunks that exist; warps past H never read theirs), issued by the first warp.
+  // block's chunks that exist; warps past H never read theirs), or with PREP one per chunk of
+  // the prepared fn; issued by the first warp.
   {
     const int h0 = rank * W * CHUNK;
     const int cols = max(0, min(W * CHUNK, p.H - h0));  // a multiple of CHUNK
+    const u32 fn_tx = PREP ? (u32)(cols / CHUNK * NIN * FNP_STREAM_BYTES) : (u32)(NIN * NMIX * cols * 4);
     if (warp == 0) {
       if (lane == 0) {
         mbar_init(&s_fnbar, 1);
         mbar_init(&s_redbar, 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        mbar_expect_tx(&s_fnbar, (u32)(NIN * NMIX * cols * 4));
+        mbar_expect_tx(&s_fnbar, fn_tx);
         // What the other blocks will store here: every block's norm sum of every row, and every
         // chunk's leaf (NM f32) and gate sum of squares (f64) of each row finished here.
         mbar_expect_tx(&s_redbar, (u32)(rows * CL * 8 + own * chunks * (NM * 4 + 8)));
       }
       __syncwarp();
-      if (cols > 0) {
+      if (PREP) {
+        const u32 cb = NIN * FNP_STREAM_BYTES;
+        if (lane < cols / CHUNK)
+          bulk_copy(smem + (size_t)lane * cb, (const unsigned char*)p.fn_split + (size_t)(rank * W + lane) * cb, cb,
+                    &s_fnbar);
+      } else if (cols > 0) {
         for (int r = lane; r < NIN * NMIX; r += WARP)
           bulk_copy((float4*)sfn + (size_t)r * rstride, p.fn + (size_t)r * p.H + h0, (u32)cols * 4, &s_fnbar);
       }
@@ -906,12 +1004,13 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   // The mbarriers are initialized: the other blocks may store into this one once the cluster
   // barrier's wait returns (below, before the first such store).
   cluster_arrive_relaxed();
-  // The norm weight of the lane's 8 channels (a weight too: read before the wait).
+  // The norm weight of the block's channels (a weight too: read before the wait), in shared
+  // memory rather than registers held through the projection.
   const int h = chunk * CHUNK + 8 * q;
-  float4 nw[2] = {make_float4(0.f, 0.f, 0.f, 0.f), make_float4(0.f, 0.f, 0.f, 0.f)};
-  if (has_norm && chunk_ok) {
-    nw[0] = __ldg((const float4*)(p.norm_w + h));
-    nw[1] = __ldg((const float4*)(p.norm_w + h) + 1);
+  if (has_norm) {
+    const int h0 = rank * W * CHUNK;
+    for (int i = tid; i < W * CHUNK / 4; i += blockDim.x)
+      s_nw[i] = h0 + 4 * i < p.H ? __ldg((const float4*)(p.norm_w + h0) + i) : make_float4(0.f, 0.f, 0.f, 0.f);
   }
   STAMP(p.timeline, 1);
   pdl_wait();
@@ -936,7 +1035,10 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   STAMP(p.timeline, 5);
   if (warp < W) {
     float d[S::NT][4];
-    project_chunk<NIN, NMIX, false>(sfn, rstride, warp, g, q, chunk_ok, av, d);
+    if (PREP)
+      project_chunk_prepared<NIN>(smem + (size_t)warp * NIN * FNP_STREAM_BYTES, lane, chunk_ok, av, d);
+    else
+      project_chunk<NIN, NMIX, false>(sfn, rstride, warp, g, q, chunk_ok, av, d);
     STAMP(p.timeline, 14);
     double ssg[2];
     quad_sums<NIN, NMIX>(av, ssg, ssn, rows > 8);
@@ -1054,7 +1156,8 @@ __device__ void seam_cluster_body(const FusedParams& p) {
     // The RMSNorm of the block's chunks of the layer input, from the collapse kept in registers;
     // each lane forms its rows' factors from the blocks' norm sums of squares (off the gates'
     // path).
-    const float w8[8] = {nw[0].x, nw[0].y, nw[0].z, nw[0].w, nw[1].x, nw[1].y, nw[1].z, nw[1].w};
+    const float4 nw0 = s_nw[(warp * CHUNK + 8 * q) / 4], nw1 = s_nw[(warp * CHUNK + 8 * q) / 4 + 1];
+    const float w8[8] = {nw0.x, nw0.y, nw0.z, nw0.w, nw1.x, nw1.y, nw1.z, nw1.w};
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
       if (rr == 1 && rows <= 8) break;  // warp-uniform: no second row anywhere
@@ -1076,14 +1179,17 @@ __device__ void seam_cluster_body(const FusedParams& p) {
 }
 
 // One block of up to 16 warps per multiprocessor (its fn slice fills most of the shared memory).
-#define SEAM_CLUSTER_KERNEL(name, PM, NIN)                                          \
+// The _clp variants read fn prepared by mhc_fn_split (PREP).
+#define SEAM_CLUSTER_KERNEL(name, PM, NIN, PREP)                                    \
   extern "C" __global__ void __launch_bounds__(512, 1) name(const FusedParams p) { \
-    seam_cluster_body<PM, NIN>(p);                                                  \
+    seam_cluster_body<PM, NIN, PREP>(p);                                            \
   }
 
-SEAM_CLUSTER_KERNEL(mhc_seam_cl, 1, 4)
-SEAM_CLUSTER_KERNEL(mhc_pre_delayed_cl, 0, 4)
-SEAM_CLUSTER_KERNEL(mhc_entry_cl, 0, 1)
+SEAM_CLUSTER_KERNEL(mhc_seam_cl, 1, 4, false)
+SEAM_CLUSTER_KERNEL(mhc_pre_delayed_cl, 0, 4, false)
+SEAM_CLUSTER_KERNEL(mhc_entry_cl, 0, 1, false)
+SEAM_CLUSTER_KERNEL(mhc_seam_clp, 1, 4, true)
+SEAM_CLUSTER_KERNEL(mhc_pre_delayed_clp, 0, 4, true)
 
 // post_map alone, vectorized: one thread per (token, 8 channels), all four streams.
 extern "C" __global__ void mhc_post(const bf16_t* __restrict__ x, const bf16_t* __restrict__ r,
