@@ -209,8 +209,12 @@ fn the_cluster_kernel_serves_small_t() {
     e.set_use_prepared_fn(false);
     assert_eq!(kernel(1), if clusters { "mhc_seam_cl" } else { "mhc_seam" });
     e.set_use_prepared_fn(true);
+    // Without PDL at T <= 4 only the prepared variant beats the tile kernel.
     e.set_pdl(false);
+    assert_eq!(kernel(1), small);
+    e.set_use_prepared_fn(false);
     assert_eq!(kernel(1), "mhc_seam");
+    e.set_use_prepared_fn(true);
     e.set_pdl(true);
     e.set_cluster_override(Some(0));
     assert_eq!(kernel(1), "mhc_seam");

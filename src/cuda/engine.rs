@@ -534,7 +534,7 @@ impl CudaEngine {
     /// The fused kernel of `op` for T tokens of hidden size H and its plan: the cluster kernel
     /// (clusters of 16 blocks, else 12 or 8) where the device runs all of the call's clusters at
     /// once (on the H200, seven clusters of 16: T <= 112), unless a tile plan is forced or the
-    /// call runs without PDL at T <= 4, else the tile kernel; `set_cluster_override` or
+    /// call runs without PDL at T <= 4 without prepared fn, else the tile kernel; `set_cluster_override` or
     /// `MHC_CLUSTER` forces the choice.
     fn fused_plan(
         &self,
@@ -549,20 +549,25 @@ impl CudaEngine {
         if let Some((cname, pname)) = cluster_kernel(op) {
             let forced = self.cluster_override.get().or(self.env_cluster);
             let tile_forced = self.plan_override.get().or(self.env_plan).is_some();
-            // Without programmatic dependent launch each of a cluster's 16 SMs stages its 123 KB
-            // of fn on the critical path: at T <= 4 the tile kernel is faster there (H200, same
-            // run: +3 to +14 % for the cluster kernel at H = 5120 and 7168; PERF_NOTES.md
-            // attempt 30).
+            // Without programmatic dependent launch each of a cluster's 16 SMs stages its slice
+            // of fn (123 KB at H = 5120) on the critical path: at T <= 4 the tile kernel is
+            // faster there (H200, same run: +3 to +14 % for the cluster kernel at H = 5120 and
+            // 7168; PERF_NOTES.md attempt 30), unless the cluster kernel reads prepared fn (then
+            // -4 % at H = 5120 and -13 % at 4096, attempt 33).
             let pdl = self.fused_pdl(op);
             let sizes: &[u32] = match forced {
                 Some(0) => &[],
                 Some(ref n) => std::slice::from_ref(n),
-                None if !tile_forced && (pdl || t > 4) => &[plan::CL_MAX, 12, 8],
+                None if !tile_forced => &[plan::CL_MAX, 12, 8],
                 None => &[],
             };
+            let unprepared_ok = forced.is_some() || pdl || t > 4;
             // With prepared fn, its variant first (no split in the projection), where its 1.5x
             // larger slice of fn fits in shared memory.
-            let kernels = [pname.filter(|_| prepared), Some(cname)];
+            let kernels = [
+                pname.filter(|_| prepared),
+                Some(cname).filter(|_| unprepared_ok),
+            ];
             for &cl in sizes {
                 for kname in kernels.into_iter().flatten() {
                     let budget = self.dev.max_dynamic_smem(kname)?;
