@@ -29,7 +29,8 @@
 // written, so the next seam's launch and fn fetch overlap this seam's tail.
 //
 // Accuracy. The projection multiplies bf16 streams by fn split into three bf16 pieces
-// (split3), so products and sums are f32-exact up to f32 accumulation: no TF32 anywhere.
+// (split3), so products and sums are f32-exact up to f32 accumulation: no TF32 anywhere. The
+// cluster kernels' _clp variants read the pieces prepared once by mhc_fn_split (same bits).
 
 #define NS 4        // streams served by the fused path
 #define CHUNK 32    // channels per warp
@@ -326,9 +327,7 @@ __device__ __forceinline__ void project_chunk_prepared(const unsigned char* sfp,
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       u32 w[FNP_WORDS];
-      // The branch (warps past H multiply zeros) also keeps every step's loads from being
-      // hoisted to the top, beyond the register budget.
-      if (chunk_ok) {
+      if (chunk_ok) {  // warps past H multiply zeros
         // Volatile loads stay behind the previous step's MMAs (volatile too): the compiler
         // would otherwise hoist steps' loads ahead, beyond the register budget (spills).
         const u32 st = smem_u32(sfp + (j * 2 + u) * FNP_STEP_BYTES);
@@ -948,11 +947,11 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   const int own = rows > rank ? (rows - 1 - rank) / CL + 1 : 0;
   const int OWN = (p.tt + CL - 1) / CL;
 
-  // Dynamic shared memory (sized in plan.rs): [fn slice: NIN * NMIX rows of rstride float4]
-  // [leaves: OWN x chunks x NM f32][lss: OWN x chunks f64][wss: W x MAXTT f64]
+  // Dynamic shared memory (sized in plan.rs): [fn slice: NIN * NMIX rows of rstride float4, or
+  // with PREP the block's chunks of the prepared fn][leaves: OWN x chunks x NM f32][lss: OWN x chunks f64][wss: W x MAXTT f64]
   // [gss: OWN x ngrp f64][gsum: OWN x ngrp x NM f32].
   const int rstride = W * 8 + 1;  // the block's W chunks, padded by one float4 (bank offset)
-  // PREP: the block's chunks of the prepared fn, [W][NIN][FNP_V][WARP] uint4.
+  // PREP: the block's chunks of the prepared fn, [W][NIN][2 halves][FNP_STEP_BYTES].
   const size_t fn_bytes = PREP ? (size_t)W * NIN * FNP_STREAM_BYTES : (size_t)NIN * NMIX * rstride * 16;
   float* sfn = (float*)smem;
   float* leaves = (float*)(smem + fn_bytes);
