@@ -534,8 +534,8 @@ impl CudaEngine {
     /// The fused kernel of `op` for T tokens of hidden size H and its plan: the cluster kernel
     /// (clusters of 16 blocks, else 12 or 8) where the device runs all of the call's clusters at
     /// once (on the H200, seven clusters of 16: T <= 112), unless a tile plan is forced or the
-    /// call runs without PDL at T <= 4 without prepared fn, else the tile kernel; `set_cluster_override` or
-    /// `MHC_CLUSTER` forces the choice.
+    /// call runs without PDL at T <= 4 without prepared fn, else the tile kernel;
+    /// `set_cluster_override` or `MHC_CLUSTER` forces the choice.
     fn fused_plan(
         &self,
         op: Op,
@@ -553,7 +553,7 @@ impl CudaEngine {
             // of fn (123 KB at H = 5120) on the critical path: at T <= 4 the tile kernel is
             // faster there (H200, same run: +3 to +14 % for the cluster kernel at H = 5120 and
             // 7168; PERF_NOTES.md attempt 30), unless the cluster kernel reads prepared fn (then
-            // -4 % at H = 5120 and -13 % at 4096, attempt 33).
+            // -8 % at H = 5120 and -17 % at 4096 at T = 1, attempt 33).
             let pdl = self.fused_pdl(op);
             let sizes: &[u32] = match forced {
                 Some(0) => &[],
