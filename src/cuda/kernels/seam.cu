@@ -667,52 +667,43 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch, cons
     }
   }
   if (has_norm) {
-    // For the carried ops with gates, the gate warp (the block's last) stays out of this pass
-    // when the other warps still split evenly into quads per row (at least 4 threads a row):
-    // its share would otherwise start only after the gates, on the critical path.
-    const bool gate_warp_out = CARRIED && NMIX > 0 && nthr - WARP >= 4 * rows_pad &&
-                               ((nthr - WARP) / rows_pad) % 4 == 0;
-    const int nthr_n = gate_warp_out ? nthr - WARP : nthr;
-    const int tpr_n = nthr_n / rows_pad;
-    const int rn = tid / tpr_n, lrn = tid % tpr_n;
-    const int tokn = row0 + rn;
-    const bool rok = tid < nthr_n && rn < rows;
-    const int iters_n = tid < nthr_n ? (H8 + tpr_n - 1) / tpr_n : 0;
-    const float rinv = rok ? s_rinv[rn] : 0.0f;
-    // A batch's loads of the layer input and of norm_w are all issued before its arithmetic
-    // (ncu on the tails launch: the pass waited on memory, about a round trip per element).
-    constexpr int NB = 4;
-    for (int it0 = 0; it0 < iters_n; it0 += NB) {
-      uint4 cv[NB];
-      float4 wv[NB][2];
+    // For the carried ops with gates, the gate warp (the block's last) stays out of this pass:
+    // its share would otherwise start only after the gates, on the critical path. Each lane
+    // takes one vector of 8 channels (consecutive lanes, consecutive vectors: an MXFP8 block of
+    // 4 vectors stays in one quad) for every row of the tile: its norm weight loaded once, and
+    // every row's load issued before the first is used, so the pass costs a few memory round
+    // trips however many rows (one block reads and writes the tile's whole layer input here).
+    const int nthr_n = CARRIED && NMIX > 0 && nthr > WARP ? nthr - WARP : nthr;
+    const int warp = tid / WARP, lane = tid % WARP;
+    if (tid < nthr_n) {
+      for (int base = warp * WARP; base < H8; base += nthr_n) {
+        const int v = base + lane;
+        const bool vok = v < H8;
+        const float4* wp = (const float4*)(p.norm_w + 8 * (vok ? v : 0));
+        const float4 w0 = __ldg(wp), w1 = __ldg(wp + 1);
+        const float w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+        constexpr int RB = 8;  // rows whose loads are in flight together
+        for (int rb = 0; rb < rows; rb += RB) {
+          uint4 cv[RB];
+          // The entry seam's layer input before the norm is x itself.
+          const bf16_t* src = (NIN == 1 ? p.x : p.layer_input) + (size_t)(row0 + rb) * p.H + 8 * v;
 #pragma unroll
-      for (int b = 0; b < NB; ++b) {
-        const int v = lrn + (it0 + b) * tpr_n;
-        const bool ok = rok && it0 + b < iters_n && v < H8;
-        const size_t off = (size_t)tokn * p.H + 8 * v;
-        // The entry seam's layer input before the norm is x itself.
-        cv[b] = ok ? (NIN == 1 ? __ldg((const uint4*)(p.x + off)) : ld_cg4(p.layer_input + off))
-                   : make_uint4(0, 0, 0, 0);
-        const float4* wp = (const float4*)(p.norm_w + 8 * (ok ? v : 0));
-        wv[b][0] = __ldg(wp);
-        wv[b][1] = __ldg(wp + 1);
-      }
+          for (int r = 0; r < RB; ++r) {
+            const bool ok = vok && rb + r < rows;
+            const bf16_t* at = src + (size_t)r * p.H;
+            cv[r] = ok ? (NIN == 1 ? __ldg((const uint4*)at) : ld_cg4(at)) : make_uint4(0, 0, 0, 0);
+          }
 #pragma unroll
-      for (int b = 0; b < NB; ++b) {
-        const int v = lrn + (it0 + b) * tpr_n;
-        const bool ok = rok && it0 + b < iters_n && v < H8;
-        float val[8];
+          for (int r = 0; r < RB; ++r) {
+            if (rb + r >= rows) break;  // block-uniform
+            const float rinv = s_rinv[rb + r];
+            float c[8], val[8];
+            unpack8(cv[r], c);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) val[e] = 0.0f;
-        if (ok) {
-          float c[8];
-          unpack8(cv[b], c);
-          const float w[8] = {wv[b][0].x, wv[b][0].y, wv[b][0].z, wv[b][0].w,
-                              wv[b][1].x, wv[b][1].y, wv[b][1].z, wv[b][1].w};
-#pragma unroll
-          for (int e = 0; e < 8; ++e) val[e] = __fmul_rn(__fmul_rn(c[e], rinv), w[e]);
+            for (int e = 0; e < 8; ++e) val[e] = vok ? __fmul_rn(__fmul_rn(c[e], rinv), w[e]) : 0.0f;
+            emit_li(p, row0 + rb + r, 8 * v, val, vok, (v & 3) == 0);
+          }
         }
-        emit_li(p, tokn, 8 * v, val, ok, (v & 3) == 0);
       }
     }
   }
