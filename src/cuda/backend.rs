@@ -63,12 +63,7 @@ impl Backend for CudaEngine {
         };
         // fn prepared for the cluster kernels, as DeviceSeamWeights does it at upload.
         let fn_split = match (op, &fn_) {
-            (Op::Seam | Op::PreDelayed, Some(f)) if super::buffers::prepares_fn(cfg, f.len()) => {
-                let b = self.zeros::<u32>(CudaEngine::fn_split_words(cfg))?;
-                // SAFETY: fn holds 24 x 4H elements (checked), b was sized for cfg.
-                unsafe { self.split_fn_weight(cfg, f.ptr(), b.ptr(), self.stream())? };
-                Some(b)
-            }
+            (Op::Seam | Op::PreDelayed, Some(f)) => super::buffers::prepare_fn(self, cfg, f)?,
             _ => None,
         };
         let writes_residual = matches!(

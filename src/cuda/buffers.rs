@@ -47,15 +47,14 @@ impl DeviceSeamWeights {
         } else {
             None
         };
-        let fn_split = if !entry && prepares_fn(cfg, w.fn_.len()) {
-            let b = e.zeros::<u32>(CudaEngine::fn_split_words(cfg))?;
-            // SAFETY: fn holds 24 x 4H elements (checked), b was sized for cfg just above.
-            unsafe { e.split_fn_weight(cfg, fn_.ptr(), b.ptr(), e.stream())? };
-            e.sync()?;
-            Some(b)
-        } else {
+        let fn_split = if entry {
             None
+        } else {
+            prepare_fn(e, cfg, &fn_)?
         };
+        if fn_split.is_some() {
+            e.sync()?;
+        }
         Ok(DeviceSeamWeights {
             fnb,
             fn_split,
@@ -83,13 +82,25 @@ impl DeviceSeamWeights {
     }
 }
 
-/// Whether fn of `len` elements is one the cluster kernels take prepared: four streams, 24
-/// mixes, H a multiple of the kernels' chunk.
-pub(crate) fn prepares_fn(cfg: &Config, len: usize) -> bool {
-    cfg.n == 4
-        && cfg.mixes() == 24
-        && cfg.hidden.is_multiple_of(super::plan::CHUNK)
-        && len == 24 * 4 * cfg.hidden
+/// fn prepared for the cluster kernels ([`CudaEngine::split_fn_weight`], queued on the engine's
+/// stream), where fn is one they take prepared: four streams, 24 mixes, H a multiple of the
+/// kernels' chunk; else None.
+pub(crate) fn prepare_fn(
+    e: &CudaEngine,
+    cfg: &Config,
+    fn_: &DeviceBuffer<f32>,
+) -> Result<Option<DeviceBuffer<u32>>> {
+    if cfg.n != 4
+        || cfg.mixes() != 24
+        || !cfg.hidden.is_multiple_of(super::plan::CHUNK)
+        || fn_.len() != 24 * 4 * cfg.hidden
+    {
+        return Ok(None);
+    }
+    let b = e.zeros::<u32>(CudaEngine::fn_split_words(cfg))?;
+    // SAFETY: fn holds 24 x 4H elements (checked above), b was sized for cfg just above.
+    unsafe { e.split_fn_weight(cfg, fn_.ptr(), b.ptr(), e.stream())? };
+    Ok(Some(b))
 }
 
 /// Per-token coefficients (post, comb, pre) on the device.
