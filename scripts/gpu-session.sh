@@ -95,9 +95,10 @@ if want variants; then
   done
 fi
 if want sanitize || want sanitize-seam; then
-  step memcheck compute-sanitizer --tool memcheck $B/mhc check --backend cuda --tokens 1,33,300 --preset v4.1-flash
-  step racecheck compute-sanitizer --tool racecheck $B/mhc check --backend cuda --tokens 1,33 --ops seam --preset v4.1-flash
-  step synccheck compute-sanitizer --tool synccheck $B/mhc check --backend cuda --tokens 1,33 --ops seam,pre_delayed,entry --preset v4.1-flash
+  # T = 128: the cluster kernel's tiles of 32 tokens (mhc_seam_clp2).
+  step memcheck compute-sanitizer --tool memcheck $B/mhc check --backend cuda --tokens 1,33,128,300 --preset v4.1-flash
+  step racecheck compute-sanitizer --tool racecheck $B/mhc check --backend cuda --tokens 1,33,128 --ops seam --preset v4.1-flash
+  step synccheck compute-sanitizer --tool synccheck $B/mhc check --backend cuda --tokens 1,33,128 --ops seam,pre_delayed,entry --preset v4.1-flash
 fi
 if want sanitize || want sanitize-proj; then
   # The projection's shared-memory ring (cp.async stages, one barrier per stage).

@@ -172,7 +172,7 @@ fn other_n_and_odd_h_decline_to_the_generic_kernels() {
 
 /// Which fused kernel serves a V4.1 seam: the cluster kernel at small T on an sm_90+ GPU that can
 /// run clusters of 16 one-block-per-SM blocks (so a silent fallback to the tile kernel fails
-/// here), the tile kernel at large T, without programmatic dependent launch at T <= 4, and when
+/// here), in tiles of 16 tokens up to T = 112 and of 32 up to 224, the tile kernel at large T, without programmatic dependent launch at T <= 4, and when
 /// forced with `set_cluster_override(Some(0))`; an impossible forced cluster size is an error.
 #[test]
 fn the_cluster_kernel_serves_small_t() {
@@ -205,10 +205,30 @@ fn the_cluster_kernel_serves_small_t() {
     let small = if clusters { "mhc_seam_clp" } else { "mhc_seam" };
     assert_eq!(kernel(1), small);
     assert_eq!(kernel(33), small);
+    assert_eq!(kernel(112), small);
+    // Past seven clusters of 16 tokens, tiles of 32 tokens: T <= 224 in one wave.
+    let small2 = if clusters {
+        "mhc_seam_clp2"
+    } else {
+        "mhc_seam"
+    };
+    assert_eq!(kernel(113), small2);
+    assert_eq!(kernel(224), small2);
+    assert_eq!(kernel(225), "mhc_seam");
     assert_eq!(kernel(300), "mhc_seam,mhc_seam (tails)");
     e.set_use_prepared_fn(false);
     assert_eq!(kernel(1), if clusters { "mhc_seam_cl" } else { "mhc_seam" });
+    assert_eq!(
+        kernel(128),
+        if clusters { "mhc_seam_cl2" } else { "mhc_seam" }
+    );
     e.set_use_prepared_fn(true);
+    // Tiles of 32 forced at small T, and of 16 at T = 128 (then the tile kernel: 8 clusters).
+    e.set_cluster_mtiles(Some(2));
+    assert_eq!(kernel(1), small2);
+    e.set_cluster_mtiles(Some(1));
+    assert_eq!(kernel(128), "mhc_seam");
+    e.set_cluster_mtiles(None);
     // Without PDL at T <= 4 only the prepared variant beats the tile kernel.
     e.set_pdl(false);
     assert_eq!(kernel(1), small);
@@ -385,6 +405,50 @@ fn every_plan_gives_the_same_bits() {
         }
     }
     e.set_plan_override(None);
+}
+
+/// The cluster kernel's tiles of 32 tokens (the seam's `_cl2` and `_clp2` variants) give the bits
+/// of the default plan: a second group of 16 rows empty (T = 7), with rows in its first half
+/// only (T = 20), full (T = 32), a last tile of one row (T = 33) or of 12 (T = 300), in one wave
+/// (T = 224); with and without prepared fn, at H = 4096 (8 chunk warps a block) and 5120 (10).
+#[test]
+fn tiles_of_32_tokens_give_the_same_bits() {
+    gpu!(e, PathChoice::Fused);
+    if e.info().cc.0 < 9 {
+        eprintln!("skipped: no thread-block clusters before sm_90");
+        return;
+    }
+    for h in [4096, 5120] {
+        let c = cfg(4, h);
+        for t in [1, 7, 20, 32, 33, 224, 300] {
+            let spec = InputSpec {
+                op: Op::Seam,
+                t,
+                norm: true,
+                proj_nk: (0, 0),
+            };
+            let m = synth::inputs(&c, &spec, (h * 3 + t) as u64);
+            let args = OpArgs::from_map(Op::Seam, &c, &m, true).unwrap();
+            e.set_cluster_override(Some(0));
+            let want = e.execute(&args).unwrap().0;
+            e.set_cluster_override(Some(16));
+            e.set_cluster_mtiles(Some(2));
+            for prepared in [true, false] {
+                e.set_use_prepared_fn(prepared);
+                let (got, route) = e.execute(&args).unwrap();
+                let k = if prepared {
+                    "mhc_seam_clp2"
+                } else {
+                    "mhc_seam_cl2"
+                };
+                assert_eq!(route.kernels, [k], "H={h} T={t}");
+                assert!(got == want, "H={h} T={t} {k} differs from the tile kernel");
+            }
+            e.set_cluster_mtiles(None);
+            e.set_cluster_override(None);
+            e.set_use_prepared_fn(true);
+        }
+    }
 }
 
 /// Every projection plan (stage width, ring depth, one slot or eight, one to three n-tiles per

@@ -18,12 +18,14 @@ impl From<DriverError> for Error {
 }
 
 /// The kernels launched in thread-block clusters (kernels/seam.cu, the cluster kernel).
-pub const CLUSTER_KERNELS: [&str; 5] = [
+pub const CLUSTER_KERNELS: [&str; 7] = [
     "mhc_seam_cl",
     "mhc_pre_delayed_cl",
     "mhc_entry_cl",
     "mhc_seam_clp",
     "mhc_pre_delayed_clp",
+    "mhc_seam_cl2",
+    "mhc_seam_clp2",
 ];
 
 /// (kernel, cluster size, block size, dynamic shared memory).

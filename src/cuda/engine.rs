@@ -283,11 +283,17 @@ pub struct CudaEngine {
     pdl: std::cell::Cell<bool>,
     plan_override: std::cell::Cell<Option<plan::PlanOverride>>,
     cluster_override: std::cell::Cell<Option<u32>>,
+    cluster_mtiles: std::cell::Cell<Option<u32>>,
     use_prepared: std::cell::Cell<bool>,
     proj_plan_override: std::cell::Cell<Option<plan::ProjOverride>>,
-    /// `MHC_PLAN`, `MHC_CLUSTER` and `MHC_PROJ_PLAN`, read once here rather than in every call.
+    /// `MHC_PLAN`, `MHC_CLUSTER`, `MHC_CLUSTER_MTILES` and `MHC_PROJ_PLAN`, read once here
+    /// rather than in every call.
     env_plan: Option<plan::PlanOverride>,
     env_cluster: Option<u32>,
+    env_mtiles: Option<u32>,
+    /// `MHC_CLUSTER_SPREAD` (default on): the cluster kernel's tiles of 32 tokens spread a call's
+    /// rows over every cluster that runs at once.
+    spread: bool,
     env_proj_plan: Option<plan::ProjOverride>,
     instrumented: bool,
     timeline: RefCell<Timeline>,
@@ -309,13 +315,15 @@ fn fused_kernel(op: Op) -> Option<(&'static str, KernelShape)> {
     })
 }
 
-/// The cluster kernel of a fused op, where it has one (the carried ops with gates), and its
-/// variant that reads fn prepared by `mhc_fn_split`, where it has one.
-fn cluster_kernel(op: Op) -> Option<(&'static str, Option<&'static str>)> {
-    Some(match op {
-        Op::Seam => ("mhc_seam_cl", Some("mhc_seam_clp")),
-        Op::PreDelayed => ("mhc_pre_delayed_cl", Some("mhc_pre_delayed_clp")),
-        Op::Entry => ("mhc_entry_cl", None),
+/// The cluster kernel of a fused op for tiles of 16 tokens (`mtiles` = 1) or 32 (2), where it
+/// has one (the carried ops with gates), and its variant that reads fn prepared by
+/// `mhc_fn_split`, where it has one.
+fn cluster_kernel(op: Op, mtiles: u32) -> Option<(&'static str, Option<&'static str>)> {
+    Some(match (op, mtiles) {
+        (Op::Seam, 1) => ("mhc_seam_cl", Some("mhc_seam_clp")),
+        (Op::Seam, 2) => ("mhc_seam_cl2", Some("mhc_seam_clp2")),
+        (Op::PreDelayed, 1) => ("mhc_pre_delayed_cl", Some("mhc_pre_delayed_clp")),
+        (Op::Entry, 1) => ("mhc_entry_cl", None),
         _ => return None,
     })
 }
@@ -339,10 +347,13 @@ impl CudaEngine {
             pdl: std::cell::Cell::new(opts.pdl),
             plan_override: std::cell::Cell::new(None),
             cluster_override: std::cell::Cell::new(None),
+            cluster_mtiles: std::cell::Cell::new(None),
             use_prepared: std::cell::Cell::new(plan::prepared_fn_setting()?),
             proj_plan_override: std::cell::Cell::new(None),
             env_plan: plan::seam_override()?,
             env_cluster: plan::cluster_override()?,
+            env_mtiles: plan::cluster_mtiles_override()?,
+            spread: plan::cluster_spread_setting()?,
             env_proj_plan: plan::projection_override()?,
             instrumented: opts.timeline,
             timeline: RefCell::new(Timeline::default()),
@@ -362,6 +373,13 @@ impl CudaEngine {
     /// heuristic (and of `MHC_CLUSTER`); `None` restores it. Both kernels compute the same bits.
     pub fn set_cluster_override(&self, n: Option<u32>) {
         self.cluster_override.set(n);
+    }
+
+    /// Forces the cluster kernel's tiles to 16 tokens (`Some(1)`) or 32 (`Some(2)`, clusters of
+    /// 16 blocks of at most 10 chunk warps, H <= 5120; the seam only) wherever it runs, instead of the heuristic (and of
+    /// `MHC_CLUSTER_MTILES`); `None` restores it. Both compute the same bits.
+    pub fn set_cluster_mtiles(&self, m: Option<u32>) {
+        self.cluster_mtiles.set(m);
     }
 
     /// Whether the cluster kernels read a call's prepared fn ([`RawWeights::fn_split`]) when it
@@ -532,10 +550,12 @@ impl CudaEngine {
     }
 
     /// The fused kernel of `op` for T tokens of hidden size H and its plan: the cluster kernel
-    /// (clusters of 16 blocks, else 12 or 8) where the device runs all of the call's clusters at
-    /// once (on the H200, seven clusters of 16: T <= 112), unless a tile plan is forced or the
+    /// (clusters of 16 blocks, else 12 or 8, in tiles of 16 tokens, else clusters of 16 in tiles
+    /// of 32) where the device runs all of the call's clusters at once (on the H200, seven
+    /// clusters of 16: T <= 112, or T <= 224 in tiles of 32), unless a tile plan is forced or the
     /// call runs without PDL at T <= 4 without prepared fn, else the tile kernel;
-    /// `set_cluster_override` or `MHC_CLUSTER` forces the choice.
+    /// `set_cluster_override` or `MHC_CLUSTER` forces the choice, `set_cluster_mtiles` or
+    /// `MHC_CLUSTER_MTILES` the cluster kernel's tiles.
     fn fused_plan(
         &self,
         op: Op,
@@ -546,7 +566,7 @@ impl CudaEngine {
         let Some((name, shape)) = fused_kernel(op) else {
             return Ok(None);
         };
-        if let Some((cname, pname)) = cluster_kernel(op) {
+        if cluster_kernel(op, 1).is_some() {
             let forced = self.cluster_override.get().or(self.env_cluster);
             let tile_forced = self.plan_override.get().or(self.env_plan).is_some();
             // Without programmatic dependent launch each of a cluster's 16 SMs stages its slice
@@ -562,24 +582,49 @@ impl CudaEngine {
                 None => &[],
             };
             let unprepared_ok = forced.is_some() || pdl || t > 4;
-            // With prepared fn, its variant first (no split in the projection), where its 1.5x
-            // larger slice of fn fits in shared memory.
-            let kernels = [
-                pname.filter(|_| prepared),
-                Some(cname).filter(|_| unprepared_ok),
-            ];
-            for &cl in sizes {
-                for kname in kernels.into_iter().flatten() {
-                    let budget = self.dev.max_dynamic_smem(kname)?;
-                    let prep = kname != cname;
-                    if let Some(p) = plan::cluster_plan(shape, t, h, cl, budget, prep) {
-                        let active =
-                            self.dev
-                                .max_active_clusters(kname, cl, p.warps * 32, p.smem)?;
-                        // Forced: wherever it can run at all; else only in one wave of clusters.
-                        let need = if forced.is_some() { 1 } else { p.tiles };
-                        if active >= need {
-                            return Ok(Some((kname, shape, p)));
+            let mts: &[u32] = match self.cluster_mtiles.get().or(self.env_mtiles) {
+                Some(1) => &[1],
+                Some(_) => &[2],
+                None => &[1, 2],
+            };
+            for &mt in mts {
+                let Some((cname, pname)) = cluster_kernel(op, mt) else {
+                    continue;
+                };
+                // With prepared fn, its variant first (no split in the projection), where its
+                // 1.5x larger slice of fn fits in shared memory.
+                let kernels = [
+                    pname.filter(|_| prepared),
+                    Some(cname).filter(|_| unprepared_ok),
+                ];
+                for &cl in sizes {
+                    for kname in kernels.into_iter().flatten() {
+                        let budget = self.dev.max_dynamic_smem(kname)?;
+                        let prep = kname != cname;
+                        if let Some(p) = plan::cluster_plan(shape, t, h, cl, budget, prep, mt, 0) {
+                            let active =
+                                self.dev
+                                    .max_active_clusters(kname, cl, p.warps * 32, p.smem)?;
+                            // Forced: wherever it can run at all; else only in one wave of
+                            // clusters.
+                            let need = if forced.is_some() { 1 } else { p.tiles };
+                            if active >= need {
+                                // Tiles of 32 tokens: smaller tiles over as many clusters as
+                                // run at once (never more shared memory a block, so they all
+                                // still run). Measured on the H200 at H = 5120 (PERF_NOTES.md
+                                // attempt 36): -4.5 % at T = 128; with tiles of 16 tokens it
+                                // lost up to 9 % (T = 64) and is not taken.
+                                if forced.is_none()
+                                    && mt == 2
+                                    && self.spread
+                                    && let Some(q) = plan::cluster_plan(
+                                        shape, t, h, cl, budget, prep, mt, active,
+                                    )
+                                {
+                                    return Ok(Some((kname, shape, q)));
+                                }
+                                return Ok(Some((kname, shape, p)));
+                            }
                         }
                     }
                 }

@@ -41,6 +41,8 @@ pub const SEAM: KernelModule = KernelModule {
         "mhc_entry_cl",
         "mhc_seam_clp",
         "mhc_pre_delayed_clp",
+        "mhc_seam_cl2",
+        "mhc_seam_clp2",
         "mhc_fn_split",
         "mhc_post",
         "mhc_expand",

@@ -47,6 +47,9 @@ pub struct SeamPlan {
     pub cluster: u32,
     /// The cluster kernel reads fn prepared by `mhc_fn_split` (its `_clp` variant).
     pub prepared: bool,
+    /// Groups of 16 rows (the MMA's M) in a tile: 2 in the cluster kernel's tiles of 32 tokens
+    /// (its `_cl2` and `_clp2` variants), else 1.
+    pub mtiles: u32,
 }
 
 /// Bytes of fn prepared by `mhc_fn_split` per chunk of 32 channels and stream: the B fragments
@@ -258,6 +261,7 @@ pub fn plan(
         finish_smem,
         cluster: 0,
         prepared: false,
+        mtiles: 1,
     })
 }
 
@@ -269,11 +273,33 @@ const CL_MAXGRP: usize = 32;
 pub const CL_MAX: u32 = 16;
 /// Most warps in a cluster kernel's block (its launch bounds).
 const CL_WARPS: u32 = 16;
+/// The same for the kernel's tiles of 32 tokens (CL_WARPS2: more registers a thread).
+const CL_WARPS2: u32 = 11;
 
 /// `MHC_CLUSTER=n`, if set: 0 keeps the fused ops on the tile kernel, n > 1 runs the ops that
 /// have a cluster kernel in clusters of n blocks at every T (for tuning and tests).
 pub fn cluster_override() -> Result<Option<u32>> {
     Ok(env_numbers("MHC_CLUSTER", "a cluster size (0: off)", &[1])?.map(|v| v[0]))
+}
+
+/// `MHC_CLUSTER_MTILES=m`, if set: the cluster kernel's tiles are 16 (m = 1) or 32 (m = 2)
+/// tokens at every T where it runs (for tuning and tests).
+pub fn cluster_mtiles_override() -> Result<Option<u32>> {
+    let v = env_numbers("MHC_CLUSTER_MTILES", "1 or 2", &[1])?.map(|v| v[0]);
+    if let Some(m) = v
+        && !(1..=2).contains(&m)
+    {
+        return Err(Error::Invalid(format!(
+            "MHC_CLUSTER_MTILES `{m}`: expected 1 or 2"
+        )));
+    }
+    Ok(v)
+}
+
+/// `MHC_CLUSTER_SPREAD`: 0 keeps the cluster kernel's tiles of 32 tokens at 32 where fewer
+/// would spread a call over more clusters (default 1).
+pub fn cluster_spread_setting() -> Result<bool> {
+    Ok(env_numbers("MHC_CLUSTER_SPREAD", "0 or 1", &[1])?.is_none_or(|v| v[0] != 0))
 }
 
 /// `MHC_PREPARED_FN`: 0 makes the engine ignore prepared fn (default 1).
@@ -282,11 +308,15 @@ pub fn prepared_fn_setting() -> Result<bool> {
 }
 
 /// The cluster kernel's plan (kernels/seam.cu): clusters of `cl` blocks, one per tile of up to
-/// 16 tokens, each block with ceil(chunks / cl) chunk warps and a gate warp, its slice of fn in
-/// shared memory. None where the kernel does not apply: an op without 24 mixes, fewer than
-/// CL_GROUP / 2 + 1 or more than CL_GROUP * CL_MAXGRP chunks (the kernel's tree groups), more
-/// than CL_WARPS warps a block, or more shared memory than `budget`. `prepared`: the block stages
-/// its chunks of fn prepared by `mhc_fn_split` (1.5x the bytes of its f32 slice) instead.
+/// 16 tokens (`mtiles` = 1) or 32 (`mtiles` = 2, the `_cl2` variants, clusters of 16 only), each
+/// block with ceil(chunks / cl) chunk warps and a gate warp, its slice of fn in shared memory.
+/// None where the kernel does not apply: an op without 24 mixes, fewer than CL_GROUP / 2 + 1 or
+/// more than CL_GROUP * CL_MAXGRP chunks (the kernel's tree groups), more than CL_WARPS warps a
+/// block (CL_WARPS2 with `mtiles` = 2), or more shared memory than `budget`. `prepared`: the block
+/// stages its chunks of fn prepared by `mhc_fn_split` (1.5x the bytes of its f32 slice) instead.
+/// `spread` > 1: tiles of ceil(T / spread) tokens where that is fewer (the call's rows spread
+/// over up to `spread` clusters, so over more multiprocessors).
+#[allow(clippy::too_many_arguments)]
 pub fn cluster_plan(
     shape: KernelShape,
     t: usize,
@@ -294,8 +324,15 @@ pub fn cluster_plan(
     cl: u32,
     budget: u32,
     prepared: bool,
+    mtiles: u32,
+    spread: u32,
 ) -> Option<SeamPlan> {
     let chunks = h.div_ceil(CHUNK);
+    let max_warps = match mtiles {
+        1 => CL_WARPS,
+        2 if cl == CL_MAX => CL_WARPS2,
+        _ => return None,
+    };
     if shape.nmix != 24
         || chunks <= CL_GROUP / 2
         || chunks.next_power_of_two() > CL_GROUP * CL_MAXGRP
@@ -304,26 +341,24 @@ pub fn cluster_plan(
         return None;
     }
     let w = chunks.div_ceil(cl as usize);
-    if w as u32 + 1 > CL_WARPS {
+    if w as u32 + 1 > max_warps {
         return None;
     }
-    let tt = t.clamp(1, MAXTT);
+    let max_tt = MAXTT * mtiles as usize;
+    let tt = t.div_ceil(spread.max(1) as usize).clamp(1, max_tt);
     let tiles = t.div_ceil(tt).max(1) as u32;
     let nm = shape.nm();
     let groups = chunks.next_power_of_two() / CL_GROUP;
-    // The rows a block finishes at most; the layout of kernels/seam.cu, seam_cluster_body.
+    // The rows a block finishes at most; the layout of kernels/seam.cu, seam_cluster_body: fn,
+    // whose space the upper tree's buffers reuse, then the leaves and the sums of squares.
     let own = tt.div_ceil(cl as usize);
     let fn_bytes = if prepared {
         w * shape.nin * FN_SPLIT_STREAM_BYTES
     } else {
         shape.nin * shape.nmix * (w * CHUNK * 4 + 16)
     };
-    let smem = fn_bytes
-        + own * chunks * nm * 4
-        + own * chunks * 8
-        + w * MAXTT * 8
-        + own * groups * 8
-        + own * nm * groups * 4;
+    let upper = own * groups * (8 + nm * 4);
+    let smem = fn_bytes.max(upper) + own * chunks * nm * 4 + own * chunks * 8 + w * max_tt * 8;
     if smem > budget as usize {
         return None;
     }
@@ -343,6 +378,7 @@ pub fn cluster_plan(
         finish_smem: 0,
         cluster: cl,
         prepared,
+        mtiles,
     })
 }
 
@@ -640,7 +676,7 @@ mod tests {
                 for t in [1, 2, 7, 16, 17, 100, 128, 300] {
                     for cl in [16, 15, 12, 8] {
                         let chunks = h / CHUNK;
-                        let Some(p) = cluster_plan(shape, t, h, cl, budget, false) else {
+                        let Some(p) = cluster_plan(shape, t, h, cl, budget, false, 1, 0) else {
                             // Only where a block would need more than 15 chunk warps, or (15
                             // warps of fn and the leaves of two rows) more shared memory.
                             assert!(
@@ -666,14 +702,29 @@ mod tests {
         // No cluster kernel for the head (4 mixes), too few chunks for a tree group, or a
         // cluster of 1 or more than 16 blocks.
         assert!(
-            cluster_plan(KernelShape { nin: 4, nmix: 4 }, 1, 5120, 16, budget, false).is_none()
+            cluster_plan(
+                KernelShape { nin: 4, nmix: 4 },
+                1,
+                5120,
+                16,
+                budget,
+                false,
+                1,
+                0
+            )
+            .is_none()
         );
-        assert!(cluster_plan(gates, 1, 256, 16, budget, false).is_none());
-        assert!(cluster_plan(gates, 1, 5120, 1, budget, false).is_none());
-        assert!(cluster_plan(gates, 1, 5120, 32, budget, false).is_none());
+        assert!(cluster_plan(gates, 1, 256, 16, budget, false, 1, 0).is_none());
+        assert!(cluster_plan(gates, 1, 5120, 1, budget, false, 1, 0).is_none());
+        assert!(cluster_plan(gates, 1, 5120, 32, budget, false, 1, 0).is_none());
         // The H200's sizes: 16 blocks of 8, 10 and 14 chunk warps.
         for (h, w) in [(4096, 8), (5120, 10), (7168, 14)] {
-            assert_eq!(cluster_plan(gates, 1, h, 16, budget, false).unwrap().w, w);
+            assert_eq!(
+                cluster_plan(gates, 1, h, 16, budget, false, 1, 0)
+                    .unwrap()
+                    .w,
+                w
+            );
         }
         // Prepared fn (18 KB a chunk warp): fits at H = 4096 and 5120 in clusters of 16, not at
         // 7168 (14 warps), nor in clusters of 12 at 5120 (14 warps).
@@ -684,7 +735,7 @@ mod tests {
                 (7168, 16, false),
                 (5120, 12, false),
             ] {
-                let p = cluster_plan(gates, t, h, cl, budget, true);
+                let p = cluster_plan(gates, t, h, cl, budget, true, 1, 0);
                 assert_eq!(p.is_some(), fits, "{h} {cl} {t}");
                 if let Some(p) = p {
                     assert!(p.prepared && p.smem <= budget);
@@ -693,6 +744,26 @@ mod tests {
             }
         }
         assert_eq!(fn_split_words(4, 5120), 160 * 4 * 9 * 32 * 4);
+        // Tiles of 32 tokens: clusters of 16 blocks of at most 10 chunk warps (H <= 5120), both
+        // with prepared fn and without; never other cluster sizes, nor 3 groups of 16 rows. The
+        // dynamic limit beside this variant's ~9.7 KB of static shared memory.
+        let budget = 227 * 1024 - 9900;
+        for prepared in [false, true] {
+            for (h, fits) in [(4096, true), (5120, true), (5632, false), (7168, false)] {
+                for t in [1, 16, 17, 113, 224, 300] {
+                    let p = cluster_plan(gates, t, h, 16, budget, prepared, 2, 0);
+                    assert_eq!(p.is_some(), fits, "{h} {t} {prepared}");
+                    if let Some(p) = p {
+                        assert_eq!(p.mtiles, 2);
+                        assert_eq!(p.tt as usize, t.min(2 * MAXTT));
+                        assert_eq!(p.tiles as usize, t.div_ceil(2 * MAXTT));
+                        assert!(p.warps <= CL_WARPS2 && p.smem <= budget, "{h} {t} {p:?}");
+                    }
+                }
+            }
+            assert!(cluster_plan(gates, 128, 5120, 12, budget, prepared, 2, 0).is_none());
+            assert!(cluster_plan(gates, 128, 5120, 16, budget, prepared, 3, 0).is_none());
+        }
     }
 
     #[test]

@@ -260,18 +260,22 @@ __device__ __forceinline__ void ew_compute(const FusedParams& p, const float* sc
 
 // A warp's chunk of the projection on tensor cores, from zero, in the canonical order (the same
 // MMA sequence whatever the plan or kernel, so a chunk's partials have the same bits everywhere):
-// d[nt] = rows g, g + 8 of the tile x mixes nt*8 + 2q, +1, from fn split into three bf16 pieces;
-// for each n-tile the steps run over the streams j, the halves u of the lane's 8 channels, and
-// the pieces (hi, mid, lo). The n-tiles' chains are independent: each step issues them side by
-// side, so one chain's MMA latency overlaps the others'. SWZ and rstride: fn's layout, as in
-// load_fn_step.
-template <int NIN, int NMIX, bool SWZ>
+// d[m][nt] = rows g, g + 8 of the tile's m-th 16 rows x mixes nt*8 + 2q, +1, from fn split into
+// three bf16 pieces; for each n-tile the steps run over the streams j, the halves u of the lane's
+// 8 channels, and the pieces (hi, mid, lo). The n-tiles' chains are independent: each step issues
+// them side by side, so one chain's MMA latency overlaps the others'. MT groups of 16 rows (the
+// cluster kernel's tiles of 32 tokens) share each step's fn and run the same chains. SWZ and
+// rstride: fn's layout, as in load_fn_step.
+template <int NIN, int NMIX, bool SWZ, int MT = 1>
 __device__ __forceinline__ void project_chunk(const float* sfn, int rstride, int warp, int g, int q,
-                                              bool chunk_ok, const uint4 av[2][NIN],
-                                              float d[Shape<NIN, NMIX>::NT][4]) {
+                                              bool chunk_ok, const uint4 (*av)[2][NIN],
+                                              float (*d)[Shape<NIN, NMIX>::NT][4]) {
   typedef Shape<NIN, NMIX> S;
 #pragma unroll
-  for (int nt = 0; nt < S::NT; ++nt) d[nt][0] = d[nt][1] = d[nt][2] = d[nt][3] = 0.0f;
+  for (int m = 0; m < MT; ++m) {
+#pragma unroll
+    for (int nt = 0; nt < S::NT; ++nt) d[m][nt][0] = d[m][nt][1] = d[m][nt][2] = d[m][nt][3] = 0.0f;
+  }
   if (NMIX == 0) return;
 #pragma unroll
   for (int j = 0; j < NIN; ++j) {
@@ -279,8 +283,6 @@ __device__ __forceinline__ void project_chunk(const float* sfn, int rstride, int
     for (int u = 0; u < 2; ++u) {
       float f[S::NT][4];
       load_fn_step<NIN, NMIX, SWZ>(sfn, rstride, j, u, g, warp, q, chunk_ok, f);
-      const u32 a[4] = {word(av[0][j], 2 * u), word(av[1][j], 2 * u), word(av[0][j], 2 * u + 1),
-                        word(av[1][j], 2 * u + 1)};
       u32 bh[S::NT][2], bm[S::NT][2], bl[S::NT][2];
 #pragma unroll
       for (int nt = 0; nt < S::NT; ++nt) {
@@ -297,11 +299,16 @@ __device__ __forceinline__ void project_chunk(const float* sfn, int rstride, int
         bl[nt][1] = pack_exact_bf16x2(l2, l3);
       }
 #pragma unroll
-      for (int nt = 0; nt < S::NT; ++nt) mma_bf16(d[nt], a, bh[nt]);
+      for (int m = 0; m < MT; ++m) {
+        const u32 a[4] = {word(av[m][0][j], 2 * u), word(av[m][1][j], 2 * u), word(av[m][0][j], 2 * u + 1),
+                          word(av[m][1][j], 2 * u + 1)};
 #pragma unroll
-      for (int nt = 0; nt < S::NT; ++nt) mma_bf16(d[nt], a, bm[nt]);
+        for (int nt = 0; nt < S::NT; ++nt) mma_bf16(d[m][nt], a, bh[nt]);
 #pragma unroll
-      for (int nt = 0; nt < S::NT; ++nt) mma_bf16(d[nt], a, bl[nt]);
+        for (int nt = 0; nt < S::NT; ++nt) mma_bf16(d[m][nt], a, bm[nt]);
+#pragma unroll
+        for (int nt = 0; nt < S::NT; ++nt) mma_bf16(d[m][nt], a, bl[nt]);
+      }
     }
   }
 }
@@ -317,11 +324,14 @@ __device__ __forceinline__ void project_chunk(const float* sfn, int rstride, int
 #define FNP_STEP_BYTES (FNP_WORDS * WARP * 4)  // 2304
 #define FNP_STREAM_BYTES (2 * FNP_STEP_BYTES)  // 4608 bytes per (chunk, stream)
 
-template <int NIN>
+template <int NIN, int MT>
 __device__ __forceinline__ void project_chunk_prepared(const unsigned char* sfp, int lane, bool chunk_ok,
-                                                       const uint4 av[2][NIN], float d[3][4]) {
+                                                       const uint4 (*av)[2][NIN], float (*d)[3][4]) {
 #pragma unroll
-  for (int nt = 0; nt < 3; ++nt) d[nt][0] = d[nt][1] = d[nt][2] = d[nt][3] = 0.0f;
+  for (int m = 0; m < MT; ++m) {
+#pragma unroll
+    for (int nt = 0; nt < 3; ++nt) d[m][nt][0] = d[m][nt][1] = d[m][nt][2] = d[m][nt][3] = 0.0f;
+  }
 #pragma unroll
   for (int j = 0; j < NIN; ++j) {
 #pragma unroll
@@ -341,16 +351,19 @@ __device__ __forceinline__ void project_chunk_prepared(const unsigned char* sfp,
 #pragma unroll
         for (int i = 0; i < FNP_WORDS; ++i) w[i] = 0u;
       }
-      const u32 a[4] = {word(av[0][j], 2 * u), word(av[1][j], 2 * u), word(av[0][j], 2 * u + 1),
-                        word(av[1][j], 2 * u + 1)};
-      // project_chunk's order: every n-tile's hi, then mid, then lo.
 #pragma unroll
-      for (int piece = 0; piece < 3; ++piece) {
+      for (int m = 0; m < MT; ++m) {
+        const u32 a[4] = {word(av[m][0][j], 2 * u), word(av[m][1][j], 2 * u), word(av[m][0][j], 2 * u + 1),
+                          word(av[m][1][j], 2 * u + 1)};
+        // project_chunk's order: every n-tile's hi, then mid, then lo.
 #pragma unroll
-        for (int nt = 0; nt < 3; ++nt) {
-          const int i = (nt * 3 + piece) * 2;
-          const u32 b[2] = {w[i], w[i + 1]};
-          mma_bf16(d[nt], a, b);
+        for (int piece = 0; piece < 3; ++piece) {
+#pragma unroll
+          for (int nt = 0; nt < 3; ++nt) {
+            const int i = (nt * 3 + piece) * 2;
+            const u32 b[2] = {w[i], w[i + 1]};
+            mma_bf16(d[m][nt], a, b);
+          }
         }
       }
     }
@@ -392,9 +405,9 @@ extern "C" __global__ void mhc_fn_split(const float* __restrict__ fn, u32* __res
 }
 
 // The f64 sums of squares of the projected streams (the gates' RMS, ssg) per row, and the quad
-// sums of ssg and ssn (exact in f64, so any order). row1 = false (warp-uniform): the tile has no
+// sums of ssg and (NORM) ssn (exact in f64, so any order). row1 = false (warp-uniform): the tile has no
 // row in its second half, whose sums stay zero.
-template <int NIN, int NMIX>
+template <int NIN, int NMIX, bool NORM = true>
 __device__ __forceinline__ void quad_sums(const uint4 av[2][NIN], double ssg[2], double ssn[2], bool row1) {
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
@@ -411,8 +424,10 @@ __device__ __forceinline__ void quad_sums(const uint4 av[2][NIN], double ssg[2],
     }
     ssg[rr] += __shfl_xor_sync(FULL_MASK, ssg[rr], 1);
     ssg[rr] += __shfl_xor_sync(FULL_MASK, ssg[rr], 2);
-    ssn[rr] += __shfl_xor_sync(FULL_MASK, ssn[rr], 1);
-    ssn[rr] += __shfl_xor_sync(FULL_MASK, ssn[rr], 2);
+    if (NORM) {
+      ssn[rr] += __shfl_xor_sync(FULL_MASK, ssn[rr], 1);
+      ssn[rr] += __shfl_xor_sync(FULL_MASK, ssn[rr], 2);
+    }
   }
 }
 
@@ -813,7 +828,7 @@ __device__ void seam_kernel_body(const FusedParams& p) {
       __syncthreads();
       STAMP(p.timeline, 5);
     }
-    project_chunk<NIN, NMIX, true>(sfn, p.W * 8, warp, g, q, chunk_ok, av, d);
+    project_chunk<NIN, NMIX, true>(sfn, p.W * 8, warp, g, q, chunk_ok, &av, &d);
     STAMP(p.timeline, 14);
     // Sums of squares for the gates' RMS factor, then quad sums (exact in f64, so any order).
     double ssg[2];
@@ -913,12 +928,19 @@ SEAM_KERNEL(mhc_final, 0, 4, 0, 1)
 #define CL_MAXGRP 32 // groups of leaves at most (the plan needs at most 512 chunks)
 #define CL_MAX 16    // blocks per cluster at most (the non-portable limit of sm_90)
 #define CL_WARPS 16  // warps per block at most (plan.rs: CL_WARPS)
+#define CL_WARPS2 11 // the same for tiles of 32 tokens (MT = 2: more registers a thread)
 
-template <int PM, int NIN, bool PREP>
+// MT: groups of 16 rows (the MMA's M) a tile has, 1 or 2. With MT = 2 (the _cl2 variants) a
+// cluster takes a tile of 32 tokens: every chunk warp runs both groups' elementwise work and
+// projection (each step's fn serves both), and each block finishes up to 2 rows (the plan takes
+// clusters of 16 blocks), so twice the tokens fit one wave of clusters (T <= 224 on the H200).
+template <int PM, int NIN, bool PREP, int MT>
 __device__ void seam_cluster_body(const FusedParams& p) {
   constexpr int NMIX = 24, CARRIED = 1;
   typedef Shape<NIN, NMIX> S;
   constexpr int NM = S::NM;
+  constexpr int TT = MT * MAXTT;              // tokens per tile at most
+  constexpr int MAXOWN = MT == 1 ? MAXTT : 2;  // rows a block finishes at most (plan.rs)
   extern __shared__ __align__(16) unsigned char smem[];
   const int tid = threadIdx.x;
   const int warp = tid / WARP, lane = tid % WARP;
@@ -929,6 +951,8 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   int pw = 1;
   while (pw < chunks) pw <<= 1;
   const int ngrp = pw / CL_GROUP;
+  // Groups that hold a chunk (the rest are padding, zeros: the upper tree adds literal zeros).
+  const int ngrp_used = (chunks + CL_GROUP - 1) / CL_GROUP;
   const int chunk = rank * W + warp;
   const bool chunk_ok = warp < W && chunk * CHUNK < p.H;
   const bool has_norm = p.norm_w != nullptr;
@@ -939,23 +963,25 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   const int OWN = (p.tt + CL - 1) / CL;
 
   // Dynamic shared memory (sized in plan.rs): [fn slice: NIN * NMIX rows of rstride float4, or
-  // with PREP the block's chunks of the prepared fn][leaves: OWN x chunks x NM f32][lss: OWN x chunks f64][wss: W x MAXTT f64]
-  // [gss: OWN x ngrp f64][gsum: OWN x ngrp x NM f32].
+  // with PREP the block's chunks of the prepared fn][leaves: OWN x chunks x NM f32][lss: OWN x
+  // chunks f64][wss: W x TT f64]. The upper tree's buffers reuse fn's space once every warp of
+  // the block is past its projection: [gss: OWN x ngrp f64][gsum: OWN x ngrp x NM f32].
   const int rstride = W * 8 + 1;  // the block's W chunks, padded by one float4 (bank offset)
   // PREP: the block's chunks of the prepared fn, [W][NIN][2 halves][FNP_STEP_BYTES].
   const size_t fn_bytes = PREP ? (size_t)W * NIN * FNP_STREAM_BYTES : (size_t)NIN * NMIX * rstride * 16;
+  const size_t up_bytes = (size_t)OWN * ngrp * (8 + NM * 4);
   float* sfn = (float*)smem;
-  float* leaves = (float*)(smem + fn_bytes);
+  float* leaves = (float*)(smem + (fn_bytes > up_bytes ? fn_bytes : up_bytes));
   double* lss = (double*)(leaves + (size_t)OWN * chunks * NM);
   double* wss = lss + OWN * chunks;
-  double* gss = wss + W * MAXTT;
+  double* gss = (double*)smem;
   float* gsum = (float*)(gss + OWN * ngrp);
   __shared__ float s_gw[3 + NMIX];
-  __shared__ float s_coef[MAXTT * COEF];
-  __shared__ double s_css[MAXTT][CL_MAX];  // each block's norm sum of squares per row
-  __shared__ float s_m[MAXTT][NM];         // per row finished here (index o)
+  __shared__ float s_coef[TT * COEF];
+  __shared__ double s_css[TT][CL_MAX];  // each block's norm sum of squares per row
+  __shared__ float s_m[MAXOWN][NM];     // per row finished here (index o)
   __shared__ float4 s_nw[CL_WARPS * CHUNK / 4];  // the norm weight of the block's chunks
-  __shared__ double s_ssg[MAXTT];          // the same
+  __shared__ double s_ssg[MAXOWN];      // the same
   __shared__ unsigned long long s_fnbar;   // fn's bulk copies
   __shared__ unsigned long long s_redbar;  // the other blocks' stores of leaves and sums
 
@@ -1006,51 +1032,83 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   pdl_wait();
   STAMP(p.timeline, 2);
 
-  const int tok[2] = {row0 + g, row0 + g + 8};
-  const bool ok[2] = {chunk_ok && g < p.tt && tok[0] < p.T, chunk_ok && g + 8 < p.tt && tok[1] < p.T};
-  uint4 av[2][NIN], cb[2];
-  double ssn[2] = {0.0, 0.0};
+  // A lane's rows: g + 8 * rr + 16 * m of the tile.
+  int tok[MT][2];
+  bool ok[MT][2];
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int r = g + 8 * rr + MAXTT * m;
+      tok[m][rr] = row0 + r;
+      ok[m][rr] = chunk_ok && r < p.tt && tok[m][rr] < p.T;
+    }
+  }
+  uint4 av[MT][2][NIN], cb[MT][2];
+  // The warps' norm sums of squares of their rows: kept in registers through the projection and
+  // stored after it, or (EARLY, tiles of 32, short of registers) stored before it.
+  constexpr bool EARLY = MT == 2;
+  double ssn[MT][2];
   {
     // The activations' loads first, then the coefficients': the two round trips overlap.
-    uint4 xv[2], rv[2][NIN];
-    ew_load<PM, NIN>(p, tok, ok, h, xv, rv);
+    uint4 xv[MT][2], rv[MT][2][NIN];
+#pragma unroll
+    for (int m = 0; m < MT; ++m) ew_load<PM, NIN>(p, tok[m], ok[m], h, xv[m], rv[m]);
     stage_coefs<PM, NIN, CARRIED>(p, s_coef, row0);
     __syncthreads();
     STAMP(p.timeline, 3);
-    ew_compute<PM, NIN, CARRIED, false>(p, s_coef, g, q, tok, ok, h, rows > 8, xv, rv, av, cb, ssn);
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      ssn[m][0] = ssn[m][1] = 0.0;
+      ew_compute<PM, NIN, CARRIED, false>(p, s_coef + m * MAXTT * COEF, g, q, tok[m], ok[m], h,
+                                          rows > MAXTT * m + 8, xv[m], rv[m], av[m], cb[m], ssn[m]);
+      if (EARLY) {
+        // Quad sums (exact in f64, so in any order).
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+          ssn[m][rr] += __shfl_xor_sync(FULL_MASK, ssn[m][rr], 1);
+          ssn[m][rr] += __shfl_xor_sync(FULL_MASK, ssn[m][rr], 2);
+          if (warp < W && q == 0) wss[warp * TT + g + 8 * rr + MAXTT * m] = ssn[m][rr];
+        }
+      }
+    }
   }
   STAMP(p.timeline, 4);
   // fn has landed (the barrier's init is visible: a __syncthreads separates it from here).
   mbar_wait(&s_fnbar, 0);
   STAMP(p.timeline, 5);
   if (warp < W) {
-    float d[S::NT][4];
+    float d[MT][S::NT][4];
     if (PREP)
-      project_chunk_prepared<NIN>(smem + (size_t)warp * NIN * FNP_STREAM_BYTES, lane, chunk_ok, av, d);
+      project_chunk_prepared<NIN, MT>(smem + (size_t)warp * NIN * FNP_STREAM_BYTES, lane, chunk_ok, av, d);
     else
-      project_chunk<NIN, NMIX, false>(sfn, rstride, warp, g, q, chunk_ok, av, d);
+      project_chunk<NIN, NMIX, false, MT>(sfn, rstride, warp, g, q, chunk_ok, av, d);
     STAMP(p.timeline, 14);
-    double ssg[2];
-    quad_sums<NIN, NMIX>(av, ssg, ssn, rows > 8);
+    double ssg[MT][2];
+#pragma unroll
+    for (int m = 0; m < MT; ++m) quad_sums<NIN, NMIX, !EARLY>(av[m], ssg[m], ssn[m], rows > MAXTT * m + 8);
     // Every block's mbarriers are initialized.
     cluster_wait();
     // The chunk's leaves and gate sums of squares into the shared memory of the rows' blocks.
 #pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      const int r = g + 8 * rr;
-      if (chunk_ok && r < rows) {
-        const int o = r / CL;
-        const u32 owner = (u32)(r % CL);
-        const u32 a = cluster_map(leaves + ((size_t)o * chunks + chunk) * NM, owner);
-        const u32 bar = cluster_map(&s_redbar, owner);
+    for (int m = 0; m < MT; ++m) {
 #pragma unroll
-        for (int nt = 0; nt < S::NT; ++nt) {
-          const int c0 = nt * 8 + 2 * q;
-          if (c0 < NMIX) st_async_f32x2(a + c0 * 4, d[nt][2 * rr], d[nt][2 * rr + 1], bar);
+      for (int rr = 0; rr < 2; ++rr) {
+        const int r = g + 8 * rr + MAXTT * m;
+        if (chunk_ok && r < rows) {
+          const int o = r / CL;
+          const u32 owner = (u32)(r % CL);
+          const u32 a = cluster_map(leaves + ((size_t)o * chunks + chunk) * NM, owner);
+          const u32 bar = cluster_map(&s_redbar, owner);
+#pragma unroll
+          for (int nt = 0; nt < S::NT; ++nt) {
+            const int c0 = nt * 8 + 2 * q;
+            if (c0 < NMIX) st_async_f32x2(a + c0 * 4, d[m][nt][2 * rr], d[m][nt][2 * rr + 1], bar);
+          }
+          if (q == 0) st_async_f64(cluster_map(lss + o * chunks + chunk, owner), ssg[m][rr], bar);
         }
-        if (q == 0) st_async_f64(cluster_map(lss + o * chunks + chunk, owner), ssg[rr], bar);
+        if (!EARLY && q == 0) wss[warp * TT + r] = ssn[m][rr];
       }
-      if (q == 0) wss[warp * MAXTT + r] = ssn[rr];
     }
   } else {
     cluster_wait();
@@ -1059,7 +1117,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   // The block's norm sums of squares, one per row, into every block.
   if (tid < rows) {
     double sn = 0.0;
-    for (int w = 0; w < W; ++w) sn += wss[w * MAXTT + tid];
+    for (int w = 0; w < W; ++w) sn += wss[w * TT + tid];
     for (int b = 0; b < CL; ++b)
       st_async_f64(cluster_map(&s_css[tid][rank], (u32)b), sn, cluster_map(&s_redbar, (u32)b));
   }
@@ -1076,7 +1134,9 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   // Per row finished here: its leaves in groups of CL_GROUP (the lower levels of the tree; mix
   // NM: the gate sums of squares, exact in f64, so in any order). Loads before adds.
   // Consecutive threads take consecutive mixes of a group: their loads hit consecutive banks.
-  const int per_o = (NM + 1) * ngrp;
+  // gss and gsum overwrite fn: every warp of the block passed the __syncthreads above after its
+  // projection.
+  const int per_o = (NM + 1) * ngrp_used;
   for (int i = tid; i < own * per_o; i += blockDim.x) {
     const int o = i / per_o, gi = (i % per_o) / (NM + 1), mix = i % (NM + 1);
     if (mix < NM) {
@@ -1112,14 +1172,15 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   }
   __syncthreads();
   if (rank == 0) STAMP(p.timeline, 9);
-  // The upper levels of the tree, over the groups (pairwise, ngrp a power of two).
+  // The upper levels of the tree, over the groups (pairwise, ngrp a power of two; the padding
+  // groups' sums are zeros, as their leaves').
   for (int i = tid; i < own * (NM + 1); i += blockDim.x) {
     const int o = i / (NM + 1), mix = i % (NM + 1);
     if (mix < NM) {
       const float* gs = gsum + o * ngrp * NM + mix;
       float v[CL_MAXGRP];
 #pragma unroll
-      for (int l = 0; l < CL_MAXGRP; ++l) v[l] = l < ngrp ? gs[l * NM] : 0.0f;
+      for (int l = 0; l < CL_MAXGRP; ++l) v[l] = l < ngrp_used ? gs[l * NM] : 0.0f;
 #pragma unroll
       for (int s = 1; s < CL_MAXGRP; s <<= 1) {
         if (s >= ngrp) break;
@@ -1129,7 +1190,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
       s_m[o][mix] = v[0];
     } else {
       double t = 0.0;
-      for (int l = 0; l < ngrp; ++l) t += gss[o * ngrp + l];
+      for (int l = 0; l < ngrp_used; ++l) t += gss[o * ngrp + l];
       s_ssg[o] = t;
     }
   }
@@ -1149,19 +1210,23 @@ __device__ void seam_cluster_body(const FusedParams& p) {
     const float4 nw0 = s_nw[(warp * CHUNK + 8 * q) / 4], nw1 = s_nw[(warp * CHUNK + 8 * q) / 4 + 1];
     const float w8[8] = {nw0.x, nw0.y, nw0.z, nw0.w, nw1.x, nw1.y, nw1.z, nw1.w};
 #pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      if (rr == 1 && rows <= 8) break;  // warp-uniform: no second row anywhere
-      float rinv = 0.0f;
-      if (ok[rr]) {
-        double sn = 0.0;
-        for (int b = 0; b < CL; ++b) sn += s_css[g + 8 * rr][b];
-        rinv = rms_factor(sn, p.H, p.norm_eps);
-      }
-      float c[8], val[8];
-      unpack8(cb[rr], c);
+    for (int m = 0; m < MT; ++m) {
 #pragma unroll
-      for (int e = 0; e < 8; ++e) val[e] = __fmul_rn(__fmul_rn(c[e], rinv), w8[e]);
-      emit_li(p, tok[rr], h, val, ok[rr], q == 0);
+      for (int rr = 0; rr < 2; ++rr) {
+        const int r = g + 8 * rr + MAXTT * m;
+        if (rows <= MAXTT * m + 8 * rr) break;  // warp-uniform: no row here or after
+        float rinv = 0.0f;
+        if (ok[m][rr]) {
+          double sn = 0.0;
+          for (int b = 0; b < CL; ++b) sn += s_css[r][b];
+          rinv = rms_factor(sn, p.H, p.norm_eps);
+        }
+        float c[8], val[8];
+        unpack8(cb[m][rr], c);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) val[e] = __fmul_rn(__fmul_rn(c[e], rinv), w8[e]);
+        emit_li(p, tok[m][rr], h, val, ok[m][rr], q == 0);
+      }
     }
   }
   if (rank == 0) STAMP(p.timeline, 12);
@@ -1169,17 +1234,21 @@ __device__ void seam_cluster_body(const FusedParams& p) {
 }
 
 // One block of up to 16 warps per multiprocessor (its fn slice fills most of the shared memory).
-// The _clp variants read fn prepared by mhc_fn_split (PREP).
-#define SEAM_CLUSTER_KERNEL(name, PM, NIN, PREP)                                    \
-  extern "C" __global__ void __launch_bounds__(512, 1) name(const FusedParams p) { \
-    seam_cluster_body<PM, NIN, PREP>(p);                                            \
+// The _clp variants read fn prepared by mhc_fn_split (PREP); the _cl2 and _clp2 variants take
+// tiles of 32 tokens (MT = 2), in blocks of at most CL_WARPS2 warps: 168 registers a thread, in
+// which the seam fits and pre_delayed does not (it spilled 50-200 bytes), so only the seam has them.
+#define SEAM_CLUSTER_KERNEL(name, PM, NIN, PREP, MT)                                                        \
+  extern "C" __global__ void __launch_bounds__((MT == 1 ? CL_WARPS : CL_WARPS2) * WARP, 1) name(const FusedParams p) { \
+    seam_cluster_body<PM, NIN, PREP, MT>(p);                                                                \
   }
 
-SEAM_CLUSTER_KERNEL(mhc_seam_cl, 1, 4, false)
-SEAM_CLUSTER_KERNEL(mhc_pre_delayed_cl, 0, 4, false)
-SEAM_CLUSTER_KERNEL(mhc_entry_cl, 0, 1, false)
-SEAM_CLUSTER_KERNEL(mhc_seam_clp, 1, 4, true)
-SEAM_CLUSTER_KERNEL(mhc_pre_delayed_clp, 0, 4, true)
+SEAM_CLUSTER_KERNEL(mhc_seam_cl, 1, 4, false, 1)
+SEAM_CLUSTER_KERNEL(mhc_pre_delayed_cl, 0, 4, false, 1)
+SEAM_CLUSTER_KERNEL(mhc_entry_cl, 0, 1, false, 1)
+SEAM_CLUSTER_KERNEL(mhc_seam_clp, 1, 4, true, 1)
+SEAM_CLUSTER_KERNEL(mhc_pre_delayed_clp, 0, 4, true, 1)
+SEAM_CLUSTER_KERNEL(mhc_seam_cl2, 1, 4, false, 2)
+SEAM_CLUSTER_KERNEL(mhc_seam_clp2, 1, 4, true, 2)
 
 // post_map alone, vectorized: one thread per (token, 8 channels), all four streams.
 extern "C" __global__ void mhc_post(const bf16_t* __restrict__ x, const bf16_t* __restrict__ r,
