@@ -69,7 +69,7 @@ fn every_kernel_compiles_for_sm90_without_spills() {
     for m in kernels::ALL {
         // Compiled now, not read from the kernel cache: the report must be this compile's.
         let c = nvrtc::compile_fresh(&m, "sm_90", &[]).unwrap_or_else(|e| panic!("{e}"));
-        for f in m.functions {
+        for f in m.entry_points() {
             let r = report_of(&c, f);
             eprintln!(
                 "{:<18} regs {:>3} stack {:>4} spill st/ld {}/{} smem {}",
@@ -95,7 +95,7 @@ fn timeline_build_compiles() {
     for m in [&kernels::SEAM, &kernels::PROJECTION] {
         let c =
             nvrtc::compile_fresh(m, "sm_90", &["MHC_TIMELINE"]).unwrap_or_else(|e| panic!("{e}"));
-        for f in m.functions {
+        for f in m.entry_points() {
             let r = report_of(&c, f);
             eprintln!(
                 "{:<18} regs {:>3} spill st/ld {}/{} (MHC_TIMELINE)",

@@ -732,7 +732,7 @@ fn cmd_kernels(a: KernelsArgs) -> Result<bool> {
     for m in cuda::kernels::ALL {
         let c = cuda::nvrtc::compile_fresh(&m, &a.arch, &[])?;
         let rep = cuda::nvrtc::parse_report(&c.log);
-        for f in m.functions {
+        for f in m.entry_points() {
             match rep.iter().find(|r| r.name == *f) {
                 Some(r) => {
                     let spill = r.spill_stores + r.spill_loads > 0;

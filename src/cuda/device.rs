@@ -17,17 +17,6 @@ impl From<DriverError> for Error {
     }
 }
 
-/// The kernels launched in thread-block clusters (kernels/seam.cu, the cluster kernel).
-pub const CLUSTER_KERNELS: [&str; 7] = [
-    "mhc_seam_cl",
-    "mhc_pre_delayed_cl",
-    "mhc_entry_cl",
-    "mhc_seam_clp",
-    "mhc_pre_delayed_clp",
-    "mhc_seam_cl2",
-    "mhc_seam_clp2",
-];
-
 /// (kernel, cluster size, block size, dynamic shared memory).
 type ClusterKey = (&'static str, u32, u32, u32);
 
@@ -130,11 +119,11 @@ impl Device {
             let module = ctx
                 .load_module(cudarc::nvrtc::Ptx::from_binary(c.cubin))
                 .map_err(|e| Error::Cuda(format!("loading module `{}`: {e:?}", m.name)))?;
-            for f in m.functions {
+            for f in m.entry_points() {
                 let func = module
                     .load_function(f)
                     .map_err(|e| Error::Cuda(format!("loading kernel `{f}`: {e:?}")))?;
-                funcs.insert(*f, func);
+                funcs.insert(f, func);
             }
             modules.push(module);
         }
@@ -153,9 +142,8 @@ impl Device {
         // 48 KB default; the dynamic limit plus the kernel's static shared memory must stay within
         // the opt-in limit.
         for f in kernels::SEAM
-            .functions
-            .iter()
-            .chain(kernels::PROJECTION.functions)
+            .entry_points()
+            .chain(kernels::PROJECTION.entry_points())
         {
             let func = dev.func(f)?;
             let stat = func
@@ -179,7 +167,7 @@ impl Device {
             dev.dyn_smem.insert(f, dynamic as u32);
         }
         // The cluster kernels run clusters of up to 16 blocks (beyond the portable 8).
-        for f in CLUSTER_KERNELS {
+        for f in kernels::ALL.iter().flat_map(|m| m.clusters) {
             let func = dev.func(f)?;
             // SAFETY: valid function handle.
             unsafe {
@@ -241,7 +229,7 @@ impl Device {
 
     /// `launch`, where `cluster` > 1 groups the blocks along x into thread-block clusters of that
     /// many (grid.0 must be a multiple of it; sizes above 8 need a kernel loaded with the
-    /// non-portable size allowed, see `CLUSTER_KERNELS`).
+    /// non-portable size allowed: `KernelModule::clusters`).
     ///
     /// # Safety
     /// As `launch`.

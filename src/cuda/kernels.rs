@@ -15,9 +15,17 @@ pub struct KernelModule {
     pub source: &'static str,
     /// Entry points loaded from the module.
     pub functions: &'static [&'static str],
+    /// Entry points launched in thread-block clusters of up to 16 blocks, beyond the portable 8
+    /// (loaded too, with the non-portable cluster size allowed).
+    pub clusters: &'static [&'static str],
 }
 
 impl KernelModule {
+    /// Every entry point of the module: `functions`, then `clusters`.
+    pub fn entry_points(&self) -> impl Iterator<Item = &'static str> + use<> {
+        self.functions.iter().chain(self.clusters).copied()
+    }
+
     /// The full source NVRTC compiles.
     pub fn full_source(&self) -> String {
         format!("{COMMON}\n// ---- {}.cu ----\n{}", self.name, self.source)
@@ -36,6 +44,11 @@ pub const SEAM: KernelModule = KernelModule {
         "mhc_entry",
         "mhc_head",
         "mhc_final",
+        "mhc_fn_split",
+        "mhc_post",
+        "mhc_expand",
+    ],
+    clusters: &[
         "mhc_seam_cl",
         "mhc_pre_delayed_cl",
         "mhc_entry_cl",
@@ -43,9 +56,6 @@ pub const SEAM: KernelModule = KernelModule {
         "mhc_pre_delayed_clp",
         "mhc_seam_cl2",
         "mhc_seam_clp2",
-        "mhc_fn_split",
-        "mhc_post",
-        "mhc_expand",
     ],
 };
 
@@ -74,6 +84,7 @@ pub const UNFUSED: KernelModule = KernelModule {
         "mhc_node_probe",
         "mhc_read_probe",
     ],
+    clusters: &[],
 };
 
 /// The compressor projection.
@@ -92,6 +103,7 @@ pub const PROJECTION: KernelModule = KernelModule {
         "mhc_projection_rr2_c4",
         "mhc_projection_rr2_c5",
     ],
+    clusters: &[],
 };
 
 /// Every module, in load order.
