@@ -203,7 +203,22 @@ fn the_cluster_kernel_serves_small_t() {
     // The call brings fn prepared by split_fn_weight (the backend prepares it like
     // DeviceSeamWeights): its variant, which fits at H = 5120; off, the plain cluster kernel.
     let small = if clusters { "mhc_seam_clp" } else { "mhc_seam" };
+    // T <= 4: lanes by channels in the elementwise phase (rows of at most 1, 2 or 4 tokens).
+    let ch = |v: &str| {
+        if clusters {
+            format!("mhc_seam_clp_{v}")
+        } else {
+            "mhc_seam".to_string()
+        }
+    };
+    assert_eq!(kernel(1), ch("ch1"));
+    assert_eq!(kernel(2), ch("ch2"));
+    assert_eq!(kernel(3), ch("ch4"));
+    assert_eq!(kernel(4), ch("ch4"));
+    assert_eq!(kernel(5), small);
+    e.set_cluster_channels(false);
     assert_eq!(kernel(1), small);
+    e.set_cluster_channels(true);
     assert_eq!(kernel(33), small);
     assert_eq!(kernel(112), small);
     // Past seven clusters of 16 tokens, tiles of 32 tokens: T <= 224 in one wave.
@@ -217,7 +232,14 @@ fn the_cluster_kernel_serves_small_t() {
     assert_eq!(kernel(225), "mhc_seam");
     assert_eq!(kernel(300), "mhc_seam,mhc_seam (tails)");
     e.set_use_prepared_fn(false);
-    assert_eq!(kernel(1), if clusters { "mhc_seam_cl" } else { "mhc_seam" });
+    assert_eq!(
+        kernel(1),
+        if clusters {
+            "mhc_seam_cl_ch1"
+        } else {
+            "mhc_seam"
+        }
+    );
     assert_eq!(
         kernel(128),
         if clusters { "mhc_seam_cl2" } else { "mhc_seam" }
@@ -231,7 +253,7 @@ fn the_cluster_kernel_serves_small_t() {
     e.set_cluster_mtiles(None);
     // Without PDL at T <= 4 only the prepared variant beats the tile kernel.
     e.set_pdl(false);
-    assert_eq!(kernel(1), small);
+    assert_eq!(kernel(1), ch("ch1"));
     e.set_use_prepared_fn(false);
     assert_eq!(kernel(1), "mhc_seam");
     e.set_use_prepared_fn(true);
@@ -390,7 +412,7 @@ fn every_plan_gives_the_same_bits() {
                             "{op} H={h} T={t} in clusters of {cl} (0: the tile kernel), prepared fn {prepared}: differs from the default"
                         );
                         // Positive control: the prepared variant really ran where it fits.
-                        let clp = route.kernels.iter().any(|k| k.ends_with("_clp"));
+                        let clp = route.kernels.iter().any(|k| k.contains("_clp"));
                         let fits = prepared
                             && cl == 16
                             && h == 5120
@@ -447,6 +469,61 @@ fn tiles_of_32_tokens_give_the_same_bits() {
             e.set_cluster_mtiles(None);
             e.set_cluster_override(None);
             e.set_use_prepared_fn(true);
+        }
+    }
+}
+
+/// The seam's cluster kernel with lanes by channels (`_ch1`, `_ch2`, `_ch4`, T <= 4) gives the
+/// bits of the same kernel with the MMA's lane layout and of the tile kernel, with and without the
+/// fused RMSNorm, with and without MXFP8 output, with and without prepared fn, at every H (7168
+/// has no prepared variant), and the variant really ran.
+#[test]
+fn lanes_by_channels_give_the_same_bits() {
+    gpu!(e, PathChoice::Fused);
+    if e.info().cc.0 < 9 {
+        eprintln!("skipped: no thread-block clusters before sm_90");
+        return;
+    }
+    for h in [4096, 5120, 7168] {
+        let c = cfg(4, h);
+        for t in [1, 2, 3, 4] {
+            for (norm, fp8) in [(true, false), (true, true), (false, false), (false, true)] {
+                let spec = InputSpec {
+                    op: Op::Seam,
+                    t,
+                    norm,
+                    proj_nk: (0, 0),
+                };
+                let m = synth::inputs(&c, &spec, (h * 5 + t * 3 + norm as usize) as u64);
+                let args = OpArgs::from_map(Op::Seam, &c, &m, fp8).unwrap();
+                e.set_cluster_override(Some(0));
+                let want = e.execute(&args).unwrap().0;
+                e.set_cluster_override(None);
+                for prepared in [true, false] {
+                    e.set_use_prepared_fn(prepared);
+                    let mut kernels = Vec::new();
+                    for channels in [true, false] {
+                        e.set_cluster_channels(channels);
+                        let (got, route) = e.execute(&args).unwrap();
+                        let k = route.kernels.join(",");
+                        assert_eq!(
+                            k.contains("_ch"),
+                            channels,
+                            "H={h} T={t} norm={norm} fp8={fp8}: {k}"
+                        );
+                        assert!(k.starts_with("mhc_seam_cl"), "{k}");
+                        assert!(
+                            got == want,
+                            "H={h} T={t} norm={norm} fp8={fp8} prepared={prepared}: {k} differs from the tile kernel"
+                        );
+                        kernels.push(k);
+                    }
+                    let (suffix, plain) = (["_ch1", "_ch2", "_ch4", "_ch4"][t - 1], &kernels[1]);
+                    assert_eq!(kernels[0], format!("{plain}{suffix}"));
+                }
+                e.set_cluster_channels(true);
+                e.set_use_prepared_fn(true);
+            }
         }
     }
 }

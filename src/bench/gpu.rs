@@ -323,8 +323,16 @@ pub fn seam_rows(
                     )?
                 {
                     r.plan = format!(
-                        "W={} warps={} tt={} grid={}x{} fn_smem={} cluster={} prepared_fn={}",
-                        p.w, p.warps, p.tt, p.nrec, p.grid_y, p.fn_smem, p.cluster, p.prepared
+                        "{} W={} warps={} tt={} grid={}x{} fn_smem={} cluster={} prepared_fn={}",
+                        route.kernels.join("+"),
+                        p.w,
+                        p.warps,
+                        p.tt,
+                        p.nrec,
+                        p.grid_y,
+                        p.fn_smem,
+                        p.cluster,
+                        p.prepared
                     );
                 }
                 rows.push(finish(r, us, o.seams));

@@ -284,6 +284,7 @@ pub struct CudaEngine {
     plan_override: std::cell::Cell<Option<plan::PlanOverride>>,
     cluster_override: std::cell::Cell<Option<u32>>,
     cluster_mtiles: std::cell::Cell<Option<u32>>,
+    channels: std::cell::Cell<bool>,
     use_prepared: std::cell::Cell<bool>,
     proj_plan_override: std::cell::Cell<Option<plan::ProjOverride>>,
     /// `MHC_PLAN`, `MHC_CLUSTER`, `MHC_CLUSTER_MTILES` and `MHC_PROJ_PLAN`, read once here
@@ -328,6 +329,21 @@ fn cluster_kernel(op: Op, mtiles: u32) -> Option<(&'static str, Option<&'static 
     })
 }
 
+/// The seam's cluster kernel with lanes by channels in the elementwise phase (the `_ch1`, `_ch2`
+/// and `_ch4` variants of kernels/seam.cu, the same bits) for tiles of `tt` <= 4 tokens, where
+/// `kname` has one.
+fn channel_variant(kname: &str, tt: u32) -> Option<&'static str> {
+    Some(match (kname, tt) {
+        ("mhc_seam_cl", 1) => "mhc_seam_cl_ch1",
+        ("mhc_seam_cl", 2) => "mhc_seam_cl_ch2",
+        ("mhc_seam_cl", 3 | 4) => "mhc_seam_cl_ch4",
+        ("mhc_seam_clp", 1) => "mhc_seam_clp_ch1",
+        ("mhc_seam_clp", 2) => "mhc_seam_clp_ch2",
+        ("mhc_seam_clp", 3 | 4) => "mhc_seam_clp_ch4",
+        _ => return None,
+    })
+}
+
 fn aligned(p: CUdeviceptr, a: u64) -> bool {
     p.is_multiple_of(a)
 }
@@ -348,6 +364,7 @@ impl CudaEngine {
             plan_override: std::cell::Cell::new(None),
             cluster_override: std::cell::Cell::new(None),
             cluster_mtiles: std::cell::Cell::new(None),
+            channels: std::cell::Cell::new(plan::cluster_channels_setting()?),
             use_prepared: std::cell::Cell::new(plan::prepared_fn_setting()?),
             proj_plan_override: std::cell::Cell::new(None),
             env_plan: plan::seam_override()?,
@@ -380,6 +397,14 @@ impl CudaEngine {
     /// `MHC_CLUSTER_MTILES`); `None` restores it. Both compute the same bits.
     pub fn set_cluster_mtiles(&self, m: Option<u32>) {
         self.cluster_mtiles.set(m);
+    }
+
+    /// Whether the seam's cluster kernel at T <= 4 runs its elementwise phase with lanes by
+    /// channels (the `_ch` variants; default on, `MHC_CLUSTER_CHANNELS=0` at start turns it off).
+    /// Off, the lanes keep the MMA's layout: the same bits, for A/B timings and the tests that
+    /// check exactly that.
+    pub fn set_cluster_channels(&self, on: bool) {
+        self.channels.set(on);
     }
 
     /// Whether the cluster kernels read a call's prepared fn ([`RawWeights::fn_split`]) when it
@@ -623,6 +648,11 @@ impl CudaEngine {
                                 {
                                     return Ok(Some((kname, shape, q)));
                                 }
+                                // Tiles of at most 4 tokens: lanes by channels (PERF_NOTES.md
+                                // attempt 39).
+                                let kname = channel_variant(kname, p.tt)
+                                    .filter(|_| self.channels.get())
+                                    .unwrap_or(kname);
                                 return Ok(Some((kname, shape, p)));
                             }
                         }

@@ -56,6 +56,12 @@ pub const SEAM: KernelModule = KernelModule {
         "mhc_pre_delayed_clp",
         "mhc_seam_cl2",
         "mhc_seam_clp2",
+        "mhc_seam_cl_ch1",
+        "mhc_seam_cl_ch2",
+        "mhc_seam_cl_ch4",
+        "mhc_seam_clp_ch1",
+        "mhc_seam_clp_ch2",
+        "mhc_seam_clp_ch4",
     ],
 };
 

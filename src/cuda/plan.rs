@@ -302,6 +302,12 @@ pub fn cluster_spread_setting() -> Result<bool> {
     Ok(env_numbers("MHC_CLUSTER_SPREAD", "0 or 1", &[1])?.is_none_or(|v| v[0] != 0))
 }
 
+/// `MHC_CLUSTER_CHANNELS`: 0 keeps the seam's cluster kernel at T <= 4 in the MMA's lane layout
+/// for the elementwise phase instead of lanes by channels (default 1).
+pub fn cluster_channels_setting() -> Result<bool> {
+    Ok(env_numbers("MHC_CLUSTER_CHANNELS", "0 or 1", &[1])?.is_none_or(|v| v[0] != 0))
+}
+
 /// `MHC_PREPARED_FN`: 0 makes the engine ignore prepared fn (default 1).
 pub fn prepared_fn_setting() -> Result<bool> {
     Ok(env_numbers("MHC_PREPARED_FN", "0 or 1", &[1])?.is_none_or(|v| v[0] != 0))

@@ -258,6 +258,152 @@ __device__ __forceinline__ void ew_compute(const FusedParams& p, const float* sc
   }
 }
 
+// The elementwise phase with lanes by channels, for tiles of at most CPL rows (CPL = 1, 2 or 4;
+// the cluster kernel's _ch variants of the seam, T <= 4). In the MMA layout a lane (g, q) owns row
+// g and channels 8q..8q+7, so at T = 1 only 4 lanes of 32 work and each runs the whole post_map of
+// 8 channels. Here lane (g, q) takes row g / (8 / CPL) and the CPL channels
+// 8q + (g % (8 / CPL)) * CPL + [0, CPL) of the warp's chunk: quarter q keeps its 8 channels,
+// spread over 8 / CPL lanes, so every lane works. Each element's arithmetic is ew_compute's, in
+// the same order (the same bits), and shuffles then move r' and the collapse into the MMA layout,
+// where the rest of the kernel takes them as ew_compute leaves them.
+template <int CPL>
+struct ChanVals {
+  static constexpr int NW = (CPL + 1) / 2;  // 32-bit words holding CPL bf16 (CPL = 1: the low half)
+  u32 x[NW], r[NS][NW];
+};
+
+// CPL bf16 at ptr (aligned to their size), or zeros where !ok.
+template <int CPL>
+__device__ __forceinline__ void ld_chan(const bf16_t* ptr, bool ok, u32 w[(CPL + 1) / 2]) {
+  if constexpr (CPL == 1) {
+    w[0] = ok ? (u32)__ldg((const unsigned short*)ptr) : 0u;
+  } else if constexpr (CPL == 2) {
+    w[0] = ok ? __ldg((const unsigned int*)ptr) : 0u;
+  } else {
+    const uint2 v = ok ? __ldg((const uint2*)ptr) : make_uint2(0u, 0u);
+    w[0] = v.x;
+    w[1] = v.y;
+  }
+}
+template <int CPL>
+__device__ __forceinline__ void st_chan(bf16_t* ptr, const u32 w[(CPL + 1) / 2]) {
+  if constexpr (CPL == 1) *(unsigned short*)ptr = (unsigned short)w[0];
+  else if constexpr (CPL == 2) *(u32*)ptr = w[0];
+  else *(uint2*)ptr = make_uint2(w[0], w[1]);
+}
+template <int CPL>
+__device__ __forceinline__ float chan_f32(const u32 w[(CPL + 1) / 2], int e) {
+  return (e & 1) ? bf16_hi(w[e / 2]) : bf16_lo(w[e / 2]);
+}
+template <int CPL>
+__device__ __forceinline__ void chan_pack(const float f[CPL], u32 w[(CPL + 1) / 2]) {
+  if constexpr (CPL == 1) {
+    w[0] = (u32)f32_to_bf16(f[0]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < CPL / 2; ++i) w[i] = pack_bf16x2(f[2 * i], f[2 * i + 1]);
+  }
+}
+
+// The source lane of word k (channels 8q + 2k, +1) of row g in the channel layout is
+// 4 * (g * (8 / CPL) + s) + q for the s-th of the row's lanes in quarter q. Lanes of rows past
+// CPL get words of other rows (the caller zeros them).
+template <int CPL>
+__device__ __forceinline__ uint4 chan_to_mma(const u32 w[(CPL + 1) / 2], int g, int q) {
+  constexpr int G = 8 / CPL;
+  u32 o[4];
+  if constexpr (CPL == 1) {
+    // Pairs first: a lane with an even s takes its neighbour's channel (lane + 4) as the high half.
+    const u32 hi = __shfl_down_sync(FULL_MASK, w[0], 4);
+    const u32 pair = (w[0] & 0xffffu) | (hi << 16);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) o[k] = __shfl_sync(FULL_MASK, pair, 4 * (g * G + 2 * k) + q);
+  } else if constexpr (CPL == 2) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) o[k] = __shfl_sync(FULL_MASK, w[0], 4 * (g * G + k) + q);
+  } else {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) o[k] = __shfl_sync(FULL_MASK, w[k & 1], 4 * (g * G + k / 2) + q);
+  }
+  return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+// The loads of a lane's row (token tok) and channels at h: x and the residual's streams, all
+// issued before any is used.
+template <int CPL>
+__device__ __forceinline__ void ewc_load(const FusedParams& p, int tok, bool ok, int h, ChanVals<CPL>& v) {
+  const size_t tk = ok ? (size_t)tok : 0;
+  ld_chan<CPL>(p.x + tk * p.H + h, ok, v.x);
+#pragma unroll
+  for (int i = 0; i < NS; ++i) ld_chan<CPL>(p.residual + (tk * NS + i) * p.H + h, ok, v.r[i]);
+}
+
+// The seam's post_map (r' stored) and carried collapse in the channel layout (row rho of the
+// tile, token tok, channels h..), then r' and the collapse moved into the MMA layout: av[0], cb[0]
+// and ssn[0] of lane (g, q) as ew_compute<1, NS, 1, false> gives them for row g (ok_g: that row
+// exists), the tile's second half (av[1], cb[1], ssn[1]) zeros. Without a norm the layer input is
+// emitted from the f32 collapse, moved likewise.
+template <int CPL>
+__device__ __forceinline__ void ewc_compute(const FusedParams& p, const float* scoef, int rho, int tok, bool ok,
+                                            int h, const ChanVals<CPL>& v, int g, int q, int tok_g, bool ok_g,
+                                            int h_g, uint4 av[2][NS], uint4 cb[2], double ssn[2]) {
+  constexpr int NW = ChanVals<CPL>::NW;
+  const uint4 z = make_uint4(0, 0, 0, 0);
+  const float* cf = scoef + rho * COEF;
+  u32 rw[NS][NW];  // r' (bf16)
+#pragma unroll
+  for (int j = 0; j < NS; ++j) {
+    float o[CPL];
+#pragma unroll
+    for (int e = 0; e < CPL; ++e) o[e] = __fmul_rn(cf[j], chan_f32<CPL>(v.x, e));
+#pragma unroll
+    for (int i = 0; i < NS; ++i) {
+      const float c = cf[4 + i * 4 + j];
+#pragma unroll
+      for (int e = 0; e < CPL; ++e) o[e] = __fadd_rn(o[e], __fmul_rn(c, chan_f32<CPL>(v.r[i], e)));
+    }
+    chan_pack<CPL>(o, rw[j]);
+    if (ok) st_chan<CPL>(p.residual_out + ((size_t)tok * NS + j) * p.H + h, rw[j]);
+  }
+  float c[CPL];
+#pragma unroll
+  for (int e = 0; e < CPL; ++e) c[e] = __fmul_rn(cf[20], chan_f32<CPL>(rw[0], e));
+#pragma unroll
+  for (int j = 1; j < NS; ++j) {
+#pragma unroll
+    for (int e = 0; e < CPL; ++e) c[e] = __fadd_rn(c[e], __fmul_rn(cf[20 + j], chan_f32<CPL>(rw[j], e)));
+  }
+#pragma unroll
+  for (int j = 0; j < NS; ++j) {
+    const uint4 t = chan_to_mma<CPL>(rw[j], g, q);
+    av[0][j] = ok_g ? t : z;
+    av[1][j] = z;
+  }
+  cb[1] = z;
+  ssn[1] = 0.0;
+  if (p.norm_w != nullptr) {
+    u32 cw[NW];
+    chan_pack<CPL>(c, cw);
+    const uint4 t = chan_to_mma<CPL>(cw, g, q);
+    cb[0] = ok_g ? t : z;
+    float cr[8];
+    unpack8(cb[0], cr);
+    double s = 0.0;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) s += (double)(cr[e] * cr[e]);
+    ssn[0] = s;
+  } else {
+    // Channel k of quarter q: element k % CPL of the row's (k / CPL)-th lane.
+    constexpr int G = 8 / CPL;
+    float f[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) f[k] = __shfl_sync(FULL_MASK, c[k % CPL], 4 * (g * G + k / CPL) + q);
+    cb[0] = z;
+    ssn[0] = 0.0;
+    emit_li(p, tok_g, h_g, f, ok_g, q == 0);
+  }
+}
+
 // A warp's chunk of the projection on tensor cores, from zero, in the canonical order (the same
 // MMA sequence whatever the plan or kernel, so a chunk's partials have the same bits everywhere):
 // d[m][nt] = rows g, g + 8 of the tile's m-th 16 rows x mixes nt*8 + 2q, +1, from fn split into
@@ -934,9 +1080,14 @@ SEAM_KERNEL(mhc_final, 0, 4, 0, 1)
 // cluster takes a tile of 32 tokens: every chunk warp runs both groups' elementwise work and
 // projection (each step's fn serves both), and each block finishes up to 2 rows (the plan takes
 // clusters of 16 blocks), so twice the tokens fit one wave of clusters (T <= 224 on the H200).
-template <int PM, int NIN, bool PREP, int MT>
+//
+// CPL > 0 (the _ch variants, the seam in tiles of at most CPL = 1, 2 or 4 tokens): the
+// elementwise phase with lanes by channels (ewc_compute), the same bits.
+template <int PM, int NIN, bool PREP, int MT, int CPL = 0>
 __device__ void seam_cluster_body(const FusedParams& p) {
   constexpr int NMIX = 24, CARRIED = 1;
+  static_assert(CPL == 0 || (MT == 1 && PM == 1 && NIN == NS && (CPL == 1 || CPL == 2 || CPL == 4)),
+                "lanes by channels: the seam in tiles of at most 4 tokens");
   typedef Shape<NIN, NMIX> S;
   constexpr int NM = S::NM;
   constexpr int TT = MT * MAXTT;              // tokens per tile at most
@@ -1049,7 +1200,18 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   // stored after it, or (EARLY, tiles of 32, short of registers) stored before it.
   constexpr bool EARLY = MT == 2;
   double ssn[MT][2];
-  {
+  if constexpr (CPL > 0) {
+    // Lanes by channels (the plan keeps p.tt <= CPL): lane (g, q) takes row g / (8 / CPL).
+    const int rho = g / (8 / CPL);
+    const int hc = chunk * CHUNK + 8 * q + (g % (8 / CPL)) * CPL;
+    const bool okc = chunk_ok && rho < rows;
+    ChanVals<CPL> v;
+    ewc_load<CPL>(p, row0 + rho, okc, hc, v);
+    stage_coefs<PM, NIN, CARRIED>(p, s_coef, row0);
+    __syncthreads();
+    STAMP(p.timeline, 3);
+    ewc_compute<CPL>(p, s_coef, rho, row0 + rho, okc, hc, v, g, q, tok[0][0], ok[0][0], h, av[0], cb[0], ssn[0]);
+  } else {
     // The activations' loads first, then the coefficients': the two round trips overlap.
     uint4 xv[MT][2], rv[MT][2][NIN];
 #pragma unroll
@@ -1237,18 +1399,26 @@ __device__ void seam_cluster_body(const FusedParams& p) {
 // The _clp variants read fn prepared by mhc_fn_split (PREP); the _cl2 and _clp2 variants take
 // tiles of 32 tokens (MT = 2), in blocks of at most CL_WARPS2 warps: 168 registers a thread, in
 // which the seam fits and pre_delayed does not (it spilled 50-200 bytes), so only the seam has them.
-#define SEAM_CLUSTER_KERNEL(name, PM, NIN, PREP, MT)                                                        \
+// The _ch1, _ch2 and _ch4 variants: the seam in tiles of at most 1, 2 or 4 tokens, lanes by
+// channels in the elementwise phase (CPL).
+#define SEAM_CLUSTER_KERNEL(name, PM, NIN, PREP, MT, CPL)                                                   \
   extern "C" __global__ void __launch_bounds__((MT == 1 ? CL_WARPS : CL_WARPS2) * WARP, 1) name(const FusedParams p) { \
-    seam_cluster_body<PM, NIN, PREP, MT>(p);                                                                \
+    seam_cluster_body<PM, NIN, PREP, MT, CPL>(p);                                                           \
   }
 
-SEAM_CLUSTER_KERNEL(mhc_seam_cl, 1, 4, false, 1)
-SEAM_CLUSTER_KERNEL(mhc_pre_delayed_cl, 0, 4, false, 1)
-SEAM_CLUSTER_KERNEL(mhc_entry_cl, 0, 1, false, 1)
-SEAM_CLUSTER_KERNEL(mhc_seam_clp, 1, 4, true, 1)
-SEAM_CLUSTER_KERNEL(mhc_pre_delayed_clp, 0, 4, true, 1)
-SEAM_CLUSTER_KERNEL(mhc_seam_cl2, 1, 4, false, 2)
-SEAM_CLUSTER_KERNEL(mhc_seam_clp2, 1, 4, true, 2)
+SEAM_CLUSTER_KERNEL(mhc_seam_cl, 1, 4, false, 1, 0)
+SEAM_CLUSTER_KERNEL(mhc_pre_delayed_cl, 0, 4, false, 1, 0)
+SEAM_CLUSTER_KERNEL(mhc_entry_cl, 0, 1, false, 1, 0)
+SEAM_CLUSTER_KERNEL(mhc_seam_clp, 1, 4, true, 1, 0)
+SEAM_CLUSTER_KERNEL(mhc_pre_delayed_clp, 0, 4, true, 1, 0)
+SEAM_CLUSTER_KERNEL(mhc_seam_cl2, 1, 4, false, 2, 0)
+SEAM_CLUSTER_KERNEL(mhc_seam_clp2, 1, 4, true, 2, 0)
+SEAM_CLUSTER_KERNEL(mhc_seam_cl_ch1, 1, 4, false, 1, 1)
+SEAM_CLUSTER_KERNEL(mhc_seam_cl_ch2, 1, 4, false, 1, 2)
+SEAM_CLUSTER_KERNEL(mhc_seam_cl_ch4, 1, 4, false, 1, 4)
+SEAM_CLUSTER_KERNEL(mhc_seam_clp_ch1, 1, 4, true, 1, 1)
+SEAM_CLUSTER_KERNEL(mhc_seam_clp_ch2, 1, 4, true, 1, 2)
+SEAM_CLUSTER_KERNEL(mhc_seam_clp_ch4, 1, 4, true, 1, 4)
 
 // post_map alone, vectorized: one thread per (token, 8 channels), all four streams.
 extern "C" __global__ void mhc_post(const bf16_t* __restrict__ x, const bf16_t* __restrict__ r,
