@@ -127,6 +127,42 @@ fn gates_agree_with_the_reference_for_any_eps() {
     }
 }
 
+/// The cluster kernel's gates (a quad of lanes per token, gates4_quad) give the tile kernel's bits
+/// (one thread per token, gates4) for every eps: the fast path, the checked one and the IEEE redo.
+#[test]
+fn gate_quads_give_the_tile_kernels_bits_for_any_eps() {
+    gpu!(e, PathChoice::Fused);
+    if e.info().cc.0 < 9 {
+        eprintln!("skipped: no thread-block clusters before sm_90");
+        return;
+    }
+    for eps in [0.0f32, 1e-30, 1e-6, 0.5, 2.0] {
+        let mut c = cfg(4, 5120);
+        c.hc_eps = eps;
+        for (t, cl) in [(1, 16), (7, 16), (33, 16), (16, 12), (224, 16)] {
+            let spec = InputSpec {
+                op: Op::Seam,
+                t,
+                norm: true,
+                proj_nk: (0, 0),
+            };
+            let m = synth::inputs(&c, &spec, (t * 11) as u64 + eps.to_bits() as u64);
+            let args = OpArgs::from_map(Op::Seam, &c, &m, false).unwrap();
+            e.set_cluster_override(Some(0));
+            let want = e.execute(&args).unwrap().0;
+            e.set_cluster_override(Some(cl));
+            let (got, route) = e.execute(&args).unwrap();
+            let k = route.kernels.join(",");
+            assert!(k.starts_with("mhc_seam_cl"), "{k}");
+            assert!(
+                got == want,
+                "eps={eps} T={t} {k} in clusters of {cl} differs from the tile kernel"
+            );
+        }
+        e.set_cluster_override(None);
+    }
+}
+
 #[test]
 fn unfused_every_op() {
     gpu!(e, PathChoice::Unfused);

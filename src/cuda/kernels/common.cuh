@@ -219,23 +219,29 @@ __device__ __forceinline__ void sinkhorn4_passes(float c[16], int iters, float e
 // a column pass, then (iters - 1) row and column passes. Division by a row or column sum is a
 // multiplication by its reciprocal (sk_factor: correctly rounded, within one f32 ulp of the
 // division, or where every operand is in range the approximate one).
+// One row of the Sinkhorn's start: softmax, then + eps (SPEC section 2).
+template <bool FAST>
+__device__ __forceinline__ void softmax4_eps(float c[4], float eps, bool& slow) {
+  float mx = fmaxf(fmaxf(c[0], c[1]), fmaxf(c[2], c[3]));
+  float s = 0.0f;
+#pragma unroll
+  for (int b = 0; b < 4; ++b) { c[b] = expf(c[b] - mx); s += c[b]; }
+#pragma unroll
+  for (int b = 0; b < 4; ++b) c[b] = __fadd_rn(div_rn<FAST>(c[b], s, slow), eps);
+}
+// Whether eps keeps every reciprocal of the passes in the fast path's range (with finite logits).
+__device__ __forceinline__ bool sinkhorn_eps_ok(float eps) { return eps >= 0x1p-120f && eps <= 1.0f; }
+
 template <bool FAST>
 __device__ __forceinline__ void sinkhorn4(float c[16], int iters, float eps, bool& slow) {
   // With finite logits, every sum below is (terms in [0, 1 + eps]) + eps, so it lies in
   // [eps, 4 + 5 eps], and the softmax denominators in [1, 4]: for a normal eps <= 1 no
   // reciprocal can leave the fast path's range, and the passes skip the per-reciprocal test.
-  bool safe = FAST && eps >= 0x1p-120f && eps <= 1.0f;
+  bool safe = FAST && sinkhorn_eps_ok(eps);
 #pragma unroll
   for (int i = 0; i < 16; ++i) safe = safe && isfinite(c[i]);
 #pragma unroll
-  for (int a = 0; a < 4; ++a) {
-    float mx = fmaxf(fmaxf(c[4 * a], c[4 * a + 1]), fmaxf(c[4 * a + 2], c[4 * a + 3]));
-    float s = 0.0f;
-#pragma unroll
-    for (int b = 0; b < 4; ++b) { c[4 * a + b] = expf(c[4 * a + b] - mx); s += c[4 * a + b]; }
-#pragma unroll
-    for (int b = 0; b < 4; ++b) c[4 * a + b] = __fadd_rn(div_rn<FAST>(c[4 * a + b], s, slow), eps);
-  }
+  for (int a = 0; a < 4; ++a) softmax4_eps<FAST>(c + 4 * a, eps, slow);
   if (safe) sinkhorn4_passes<FAST, false>(c, iters, eps, slow);
   else sinkhorn4_passes<FAST, true>(c, iters, eps, slow);
 }
@@ -275,6 +281,69 @@ __device__ __forceinline__ void gates4(const float m[24], const float* scale, co
   if (slow) {
     gates4_impl<false>(m, scale, base, hc_eps, post_mult, iters, pre, post, comb, slow, tl);
     STAMP_BY(tl, 18);
+  }
+}
+
+// gates4 for one token with its work spread over the four lanes of a quad (all 32 lanes call it;
+// a = lane & 3): lane a computes pre[a], post[a] and comb's row a up to its softmax, the quad
+// shares the 16 values and each of its lanes runs the Sinkhorn passes (the same instructions, no
+// divergence). Every value is computed as gates4 computes it, so the bits are gates4's. The mixes
+// are rinv * sm[c] (sm: the token's 24 dot products, in shared memory); gw: scale[3], base[24].
+// Returns this lane's share: pre[a], post[a] and comb's row a. Where any lane of the quad left the
+// fast path's range, every lane of the quad redoes the token with the IEEE functions.
+__device__ __forceinline__ void gates4_quad(float rinv, const float* sm, const float* gw, float hc_eps,
+                                            float post_mult, int iters, float& pre_a, float& post_a,
+                                            float comb_a[4], u64* tl = nullptr) {
+  const int lane = lane_id(), a = lane & 3, q0 = lane & ~3;
+  const float s0 = gw[0], s1 = gw[1], s2 = gw[2];
+  const float* base = gw + 3;
+  bool slow = false;
+  const float mp = rinv * sm[a], mq = rinv * sm[4 + a];
+  pre_a = sigmoid_rn<true>(mp * s0 + base[a], slow) + hc_eps;
+  post_a = sigmoid_rn<true>(mq * s1 + base[4 + a], slow) * post_mult;
+  float c[4];
+#pragma unroll
+  for (int b = 0; b < 4; ++b) {
+    const float mc = rinv * sm[8 + 4 * a + b];
+    c[b] = mc * s2 + base[8 + 4 * a + b];
+  }
+  if (tl) STAMP_BY(tl, 16);
+  int fin = isfinite(c[0]) && isfinite(c[1]) && isfinite(c[2]) && isfinite(c[3]);
+  fin &= __shfl_xor_sync(FULL_MASK, fin, 1);
+  fin &= __shfl_xor_sync(FULL_MASK, fin, 2);
+  softmax4_eps<true>(c, hc_eps, slow);
+  float cc[16];
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+#pragma unroll
+    for (int b = 0; b < 4; ++b) cc[4 * r + b] = __shfl_sync(FULL_MASK, c[b], q0 + r);
+  }
+  if (fin && sinkhorn_eps_ok(hc_eps)) sinkhorn4_passes<true, false>(cc, iters, hc_eps, slow);
+  else sinkhorn4_passes<true, true>(cc, iters, hc_eps, slow);
+  if (tl) STAMP_BY(tl, 17);
+  int sl = slow;
+  sl |= __shfl_xor_sync(FULL_MASK, sl, 1);
+  sl |= __shfl_xor_sync(FULL_MASK, sl, 2);
+  if (sl) {
+    float m[24], pre[4], post[4];
+#pragma unroll
+    for (int i = 0; i < 24; ++i) m[i] = rinv * sm[i];
+    gates4_impl<false>(m, gw, gw + 3, hc_eps, post_mult, iters, pre, post, cc, slow, nullptr);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (j == a) {
+        pre_a = pre[j];
+        post_a = post[j];
+      }
+    }
+    if (tl) STAMP_BY(tl, 18);
+  }
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    if (r == a) {
+#pragma unroll
+      for (int b = 0; b < 4; ++b) comb_a[b] = cc[4 * r + b];
+    }
   }
 }
 

@@ -1359,11 +1359,26 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   __syncthreads();
   if (rank == 0) STAMP(p.timeline, 10);
   if (warp == W) {
-    // The gate warp: one lane per row finished here.
-    if (lane < own) {
-      float pre[4];
-      gates24_store<NIN>(p, row0 + rank + lane * CL, s_ssg[lane], s_m[lane], s_gw, rank == 0 && lane == 0, pre);
-      if (rank == 0 && lane == 0) STAMP_BY(p.timeline, 11);
+    // The gate warp: a quad of lanes per row finished here (gates4_quad; at most 2 rows a block
+    // in the plans, 8 a pass). Quads without a row repeat row o0's work (no divergence) and store
+    // nothing.
+    for (int o0 = 0; o0 < own; o0 += WARP / 4) {
+      const int o = o0 + lane / 4;
+      const int oo = o < own ? o : o0;
+      const int tok = row0 + rank + oo * CL;
+      const bool stamp = rank == 0 && lane == 0 && o0 == 0;
+      float pre_a, post_a, comb_a[4];
+      if (stamp) STAMP_BY(p.timeline, 15);
+      gates4_quad(rms_factor(s_ssg[oo], NIN * p.H, p.rms_eps), s_m[oo], s_gw, p.hc_eps, p.post_mult, p.iters,
+                  pre_a, post_a, comb_a, stamp ? p.timeline : nullptr);
+      if (o < own) {
+        const int a = lane & 3;
+        p.pre_out[tok * 4 + a] = pre_a;
+        p.post_out[tok * 4 + a] = post_a;
+#pragma unroll
+        for (int b = 0; b < 4; ++b) p.comb_out[tok * 16 + 4 * a + b] = comb_a[b];
+      }
+      if (stamp) STAMP_BY(p.timeline, 11);
     }
   } else if (has_norm) {
     // The RMSNorm of the block's chunks of the layer input, from the collapse kept in registers;
