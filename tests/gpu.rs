@@ -566,14 +566,15 @@ fn lanes_by_channels_give_the_same_bits() {
 
 /// Every projection plan (stage width, ring depth, one slot or eight, one to three n-tiles per
 /// block, n-tiles of 8 or 16 rows of w (the operands swapped), w held in registers (one or
-/// several tiles per block, a second tile in shared memory), the heuristic's and the measured
-/// table's) gives the bits of the default plan, at shapes with a part tile (N = 300, 1000, 33),
+/// several tiles per block, a second tile in shared memory, the rows dealt evenly with up to 4
+/// past the register tile), the heuristic's and the measured table's) gives the bits of the
+/// default plan, at shapes with a part tile (N = 300, 1000, 33, 2500),
 /// several tiles per block and a part of a stage (K = 4104), for resident and staged rows of a.
 #[test]
 fn every_projection_plan_gives_the_same_bits() {
     gpu!(e, PathChoice::Fused);
     let c = cfg(4, 5120);
-    let plans: [(u32, u32, u32, u32, u32); 21] = [
+    let plans: [(u32, u32, u32, u32, u32); 23] = [
         (0, 0, 0, 0, 0),
         (1, 1, 0, 0, 0),
         (1, 8, 0, 0, 0),
@@ -595,12 +596,16 @@ fn every_projection_plan_gives_the_same_bits() {
         (0, 0, 0, 0, 2),
         (0, 0, 2, 0, 2),
         (0, 0, 3, 16, 2),
+        (0, 0, 0, 0, 3),
+        (0, 0, 0, 16, 3),
     ];
     // (2, 2560, 4096), (4, 1024, 5120) and (3, 2048, 5120) take measured plans by default (plan.rs;
     // the last two w in registers); (0, 0, 0, 0, 0) is the heuristic's.
     for (m, n, k) in [
         (1, 2560, 7168),
         (2, 2560, 4096),
+        (4, 2560, 5120),
+        (3, 2500, 7168),
         (4, 1024, 5120),
         (3, 2048, 5120),
         (4, 300, 4104),
@@ -628,7 +633,9 @@ fn every_projection_plan_gives_the_same_bits() {
                 Ok(r) => r,
                 Err(err) => {
                     assert!(
-                        (m > 8 || p.4 == 2 && (k > 5120 || m > 4 && k > 4104))
+                        (m > 8
+                            || p.4 == 2 && (k > 5120 || m > 4 && k > 4104)
+                            || p.4 == 3 && m > 4 && k > 5120)
                             && err.to_string().contains("projection plan"),
                         "M={m} N={n} K={k} plan {p:?}: {err}"
                     );

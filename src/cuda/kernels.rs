@@ -108,6 +108,9 @@ pub const PROJECTION: KernelModule = KernelModule {
         "mhc_projection_rr_c7",
         "mhc_projection_rr2_c4",
         "mhc_projection_rr2_c5",
+        "mhc_projection_rrb_c4",
+        "mhc_projection_rrb_c5",
+        "mhc_projection_rrb_c7",
     ],
     clusters: &[],
 };

@@ -424,7 +424,8 @@ pub struct ProjPlan {
 /// register-resident variant (no ring: a tile of 16 rows of w held in registers, and past
 /// K = 5120 partly in shared memory; K <= 7168, M <= 8; kpw and nst are ignored), regs = 2 the
 /// same where a block has two tiles (tpb 2, or more tiles than SMs), the second whole in shared
-/// memory (K <= 5120).
+/// memory (K <= 5120), regs = 3 the rows dealt evenly over min(SMs, n-tiles) blocks (at most 20
+/// a block: 16 in registers as with regs = 1, the rest in shared memory; tpb is ignored).
 pub type ProjOverride = (u32, u32, u32, u32, u32);
 
 /// Plans measured faster than the heuristic on the H200 (132 SMs), applied on GPUs with 132 SMs
@@ -442,8 +443,13 @@ pub type ProjOverride = (u32, u32, u32, u32, u32);
 /// ring stays.
 ///
 /// The ring at N = 2560 (attempts 21 and 24): tiles of 8 rows with two blocks of two tiles each
-/// sharing an SM, and at K = 5120 with PDL tiles of 16 rows in one-k-block stages, 160 blocks.
-const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 12] = [
+/// sharing an SM, and at K = 5120 with PDL tiles of 16 rows in one-k-block stages, 160 blocks
+/// (kept as the fallback where the next entry's shared memory does not fit).
+///
+/// The rows dealt evenly (regs = 3, attempt 41): at K = 5120, N = 2560 with PDL, 19-20 rows on
+/// each of the 132 SMs, -1.6 to -4.3 % against the ring at M = 1, 2, 4 (one run, two rounds);
+/// at K = 4096 and 7168 it was 3-13 % slower than the ring, and is not taken there.
+const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 13] = [
     ((4096, 1024), (0, 0, 0, 0, 1), false, 8),
     ((5120, 1024), (0, 0, 0, 0, 1), false, 8),
     ((7168, 1024), (0, 0, 0, 0, 1), false, 8),
@@ -454,9 +460,14 @@ const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 12] = [
     ((4096, 2560), (2, 2, 2, 0, 0), false, 1),
     ((4096, 2560), (0, 0, 2, 0, 2), true, 4),
     ((4096, 2560), (2, 2, 2, 0, 0), false, 4),
+    ((5120, 2560), (0, 0, 0, 0, 3), true, 4),
     ((5120, 2560), (1, 2, 1, 16, 0), true, 4),
     ((5120, 2560), (2, 2, 2, 0, 0), false, 4),
 ];
+
+/// Most rows of w a block of the balanced register-resident variant takes (PBAL_MAX in
+/// kernels/projection.cu).
+const PROJ_BAL_ROWS: usize = 20;
 
 /// Most ring slots (PMAXST in kernels/projection.cu).
 const PROJ_MAX_SLOTS: usize = 8;
@@ -522,18 +533,29 @@ pub fn projection_plan(
     if regs != 0 {
         let ck = k.div_ceil(128).div_ceil(8);
         let rows = forced.map_or(0, |f| f.3);
+        // regs = 3: the rows dealt evenly, at most PROJ_BAL_ROWS a block, the 16 first as the
+        // register tile and the rest in a compact area (8 KB per k-block a warp takes).
         let (kernel, lane_private) = match (regs, ck) {
             (1, 0..=4) => ("mhc_projection_rr_c4", 0),
             (1, 5) => ("mhc_projection_rr_c5", 0),
             (1, _) => ("mhc_projection_rr_c7", 2 * 32768),
+            (3, 0..=4) => ("mhc_projection_rrb_c4", 4 * 8192),
+            (3, 5) => ("mhc_projection_rrb_c5", 5 * 8192),
+            (3, _) => ("mhc_projection_rrb_c7", 2 * 32768 + 7 * 8192),
             (_, 0..=4) => ("mhc_projection_rr2_c4", 4 * 32768),
             _ => ("mhc_projection_rr2_c5", 5 * 32768),
         };
         let smem = ar.min(8) * 2 * k + lane_private; // a's rows unpadded
-        let kmax = if regs == 1 { 7 } else { 5 };
-        if !res || ck > kmax || !matches!(rows, 0 | 16) || regs > 2 || smem > budget {
+        let kmax = if regs == 2 { 5 } else { 7 };
+        let blocks = if regs == 3 {
+            (n.div_ceil(16).min(sms.max(1) as usize)).max(1) as u32
+        } else {
+            grid(n.div_ceil(16).max(1), forced.map_or(0, |f| f.2 as usize))
+        };
+        let bal_ok = regs != 3 || n.div_ceil(blocks as usize) <= PROJ_BAL_ROWS;
+        if !res || ck > kmax || !matches!(rows, 0 | 16) || regs > 3 || smem > budget || !bal_ok {
             return Err(Error::Unsupported(format!(
-                "projection plan with w in registers (regs = {regs}) at M={m}, K={k}: needs regs = 1 or 2, tiles of 16 rows, M <= 8, K <= {} and {smem} bytes of shared memory ({budget} available)",
+                "projection plan with w in registers (regs = {regs}) at M={m}, K={k}, N={n}: needs regs = 1, 2 or 3, tiles of 16 rows, M <= 8, K <= {} and {smem} bytes of shared memory ({budget} available), and with regs = 3 at most {PROJ_BAL_ROWS} rows a block",
                 kmax * 1024
             )));
         }
@@ -542,7 +564,7 @@ pub fn projection_plan(
             kpw: 0,
             nst: 0,
             smem: smem as u32,
-            blocks: grid(n.div_ceil(16).max(1), forced.map_or(0, |f| f.2 as usize)),
+            blocks,
         });
     }
     let slot = |kpw: usize| (th + if res { 0 } else { ar }) * row(kpw);
@@ -780,12 +802,17 @@ mod tests {
                 let p = projection_plan(m, k, 2560, 132, true, budget, None).unwrap();
                 assert!(p.smem as usize <= budget, "{m} {k} {p:?}");
                 // A ring of two slots or more, unless w is in registers (the table's choice at
-                // K = 4096, M = 2..4).
+                // K = 4096 and 5120, M <= 4).
                 let regs = p.kernel.starts_with("mhc_projection_rr");
                 assert!(
-                    regs && m <= 4 && k == 4096 || (2..=8).contains(&p.nst) && p.kpw >= 1,
+                    regs && m <= 4 && (k == 4096 || k == 5120)
+                        || (2..=8).contains(&p.nst) && p.kpw >= 1,
                     "{m} {k} {p:?}"
                 );
+                if regs && k == 5120 {
+                    // The rows dealt evenly: 19 or 20 a block on 132 SMs.
+                    assert_eq!((p.kernel, p.blocks), ("mhc_projection_rrb_c5", 132));
+                }
                 // Rows of a up to 16 in the 16-row variant, to 4 or 8 in the resident ones.
                 let rows = match p.kernel {
                     "mhc_projection_m4" | "mhc_projection_w16_m4" => 4,
@@ -812,6 +839,11 @@ mod tests {
         );
         // A forced plan that does not fit is an error, not a silent change.
         let pp = |m, k, n, f| projection_plan(m, k, n, 132, true, budget, f);
+        // The rows dealt evenly: at most 20 a block, and at K = 7168 with M <= 4 only.
+        assert!(pp(1, 4096, 2640, Some((0, 0, 0, 0, 3))).is_ok());
+        assert!(pp(1, 4096, 2641, Some((0, 0, 0, 0, 3))).is_err());
+        assert!(pp(4, 7168, 2560, Some((0, 0, 0, 0, 3))).is_ok());
+        assert!(pp(5, 7168, 2560, Some((0, 0, 0, 0, 3))).is_err());
         assert!(pp(1, 4096, 2560, Some((8, 8, 0, 0, 0))).is_err());
         assert!(pp(1, 4096, 2560, Some((1, 0, 0, 0, 0))).is_err());
         assert!(pp(1, 4096, 2560, Some((0, 1, 0, 0, 0))).is_err());
@@ -897,7 +929,9 @@ mod tests {
         // 8 rows of a beside a 160 KB tile do not fit; nor does a second tile at K = 7168.
         assert!(pp(5, 5120, 2560, Some((0, 0, 0, 0, 2))).is_err());
         assert!(pp(1, 7168, 2048, Some((0, 0, 0, 0, 2))).is_err());
-        assert!(pp(1, 4096, 1024, Some((0, 0, 0, 0, 3))).is_err());
+        let p = pp(1, 4096, 1024, Some((0, 0, 0, 0, 3))).unwrap();
+        assert_eq!((p.kernel, p.blocks), ("mhc_projection_rrb_c4", 64));
+        assert!(pp(1, 4096, 1024, Some((0, 0, 0, 0, 4))).is_err());
         assert!(pp(9, 4096, 1024, Some((0, 0, 0, 0, 1))).is_err());
         assert!(pp(1, 4096, 1024, Some((0, 0, 0, 8, 1))).is_err());
         // The table by M at K = 4096, N = 2560: the ring at M = 1, two register tiles a block at
@@ -908,10 +942,13 @@ mod tests {
         assert_eq!((p.kernel, p.blocks), ("mhc_projection_rr2_c4", 80));
         let p = projection_plan(4, 4096, 2560, 132, false, budget, None).unwrap();
         assert_eq!((p.kpw, p.nst, p.blocks), (2, 2, 160));
+        // At K = 5120, N = 2560 with PDL the rows dealt evenly (M <= 4), the ring past M = 4
+        // and without PDL.
         let p = pp(4, 5120, 2560, None).unwrap();
-        assert_eq!(
-            (p.kernel, p.kpw, p.nst, p.blocks),
-            ("mhc_projection_w16_m4", 1, 2, 160)
-        );
+        assert_eq!((p.kernel, p.blocks), ("mhc_projection_rrb_c5", 132));
+        let p = pp(5, 5120, 2560, None).unwrap();
+        assert_eq!(p.kernel, "mhc_projection_m8");
+        let p = projection_plan(4, 5120, 2560, 132, false, budget, None).unwrap();
+        assert_eq!((p.kernel, p.kpw, p.nst), ("mhc_projection_m4", 2, 2));
     }
 }

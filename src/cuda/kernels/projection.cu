@@ -31,7 +31,7 @@
 //   two layouts bit for bit);
 // - after a tile's last stage the warps' partial tiles are summed in warp order through shared
 //   memory and stored;
-// - the register-resident variants (rr, rr2; further down) skip the ring: each warp loads its
+// - the register-resident variants (rr, rr2, rrb; further down) skip the ring: each warp loads its
 //   k-blocks of a 16-row tile straight into registers before the wait, as a pure read of w does,
 //   and runs the W16 MMA sequence from there; the H200 table (plan.rs) takes them at N = 1024
 //   and 2048 (and at 4096 x 2560 with M = 2..4).
@@ -100,14 +100,15 @@ __device__ __forceinline__ void proj_put_partials(float (*part)[PMAX][8], const 
   part[warp][g + 8][2 * q] = e[2];
   part[warp][g + 8][2 * q + 1] = e[3];
 }
+// Rows n of y at and past nend (N, or the end of a block's rows) are not stored.
 template <bool W16>
 __device__ __forceinline__ void proj_store_tile(const float (*part)[PMAX][8], float* __restrict__ y, int m0,
-                                                int mrows, int n0, int N) {
+                                                int mrows, int n0, int N, int nend) {
   if (threadIdx.x < PMAX * 8) {
     const int i = W16 ? threadIdx.x % 16 : threadIdx.x / 8;
     const int c = W16 ? threadIdx.x / 16 : threadIdx.x % 8;
     const int r = W16 ? c : i, n = n0 + (W16 ? i : c);
-    if (r < mrows && n < N) {
+    if (r < mrows && n < nend) {
       float s = part[0][i][c];
 #pragma unroll
       for (int k = 1; k < PNW; ++k) s += part[k][i][c];
@@ -228,7 +229,7 @@ __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf
       proj_put_partials(part, d, warp, g, q);
       __syncthreads();
       if (j == nq - 1) STAMP(tl, PTL_STORE);
-      proj_store_tile<W16>(part, y, m0, mrows, (t0 + j / nch) * TH, N);
+      proj_store_tile<W16>(part, y, m0, mrows, (t0 + j / nch) * TH, N, N);
 #pragma unroll
       for (int v = 0; v < 4; ++v) d[v][0] = d[v][1] = d[v][2] = d[v][3] = 0.0f;
     }
@@ -259,15 +260,27 @@ __device__ __forceinline__ uint4 ld_stream16(const void* p) {
 // runs exactly the W16 ring kernel's MMA sequence (same k-blocks in the same order into the same
 // four accumulators, the same warp-order sum), so the bits are those of every other plan. A block
 // with several tiles loads the next one after computing the current one.
-template <int CR, int CS, bool TWO>
+//
+// BAL (the rrb variants): the rows of w are dealt evenly, block b owning rows [b*N/G, (b+1)*N/G)
+// (at most PBAL_MAX = 20, which the plan ensures), so that at N = 2560 each of the 132 SMs takes
+// 19 or 20 rows instead of 16 or 32 in whole tiles: the first 16 as the register tile above, the
+// rest (at most 4) in a compact area of shared memory (row g < 4 of the tile, lanes 0-15), a
+// second MMA tile whose rows g + 8 and g >= 4 are zeros. An output element is the same MMA element
+// over the same products wherever its row sits in a tile, so the bits are every other plan's.
+#define PBAL_MAX 20
+template <int CR, int CS, bool TWO, bool BAL>
 __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
                                              float* __restrict__ y, int M, int N, int K, u64* tl) {
+  static_assert(!(TWO && BAL), "one or the other");
   // Dynamic shared memory: the lane-private vectors (thread-minor, 16 bytes each: CS * 8 of the
-  // first tile, then with TWO CR * 8 of the second), then the resident rows of a.
+  // first tile, then with TWO CR * 8 of the second), with BAL the compact rows ((CR + CS) * 4
+  // vectors of lanes 0-15 of each warp), then the resident rows of a.
   constexpr int NLP = CS * 8 + (TWO ? CR * 8 : 0);
+  constexpr int NXB = BAL ? (CR + CS) * 4 * (PNW * 16) : 0;  // compact vectors
   extern __shared__ __align__(128) unsigned char psm[];
   uint4* const wsm = (uint4*)psm;
-  unsigned char* const asm_ = psm + NLP * (PNW * WARP) * 16;
+  uint4* const xsm = wsm + NLP * (PNW * WARP);
+  unsigned char* const asm_ = psm + (NLP * (PNW * WARP) + NXB) * 16;
   __shared__ float part[PNW][PMAX][8];
   __shared__ unsigned long long abar;
   STAMP(tl, PTL_ENTRY);
@@ -275,9 +288,13 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
   const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
   const int g = lane >> 2, q = lane & 3;
   const int arow = 2 * K;  // a's rows unpadded: one bulk copy brings them all
+  // The block's tiles: [t0, t1) of 16 rows, or with BAL its rows [r0, r1) as tile t0 = 0 (16 rows
+  // from r0) and tile 1 (the rest, from r0 + 16).
   const int nt = (N + 15) / 16;
-  const int t0 = (int)((long long)blockIdx.x * nt / gridDim.x);
-  const int t1 = (int)((long long)(blockIdx.x + 1) * nt / gridDim.x);
+  const int r0 = BAL ? (int)((long long)blockIdx.x * N / gridDim.x) : 0;
+  const int r1 = BAL ? (int)((long long)(blockIdx.x + 1) * N / gridDim.x) : N;
+  const int t0 = BAL ? 0 : (int)((long long)blockIdx.x * nt / gridDim.x);
+  const int t1 = BAL ? (r1 - r0 + 15) / 16 : (int)((long long)(blockIdx.x + 1) * nt / gridDim.x);
   const int nkb = (K + PKB - 1) / PKB;
   if (t0 >= t1 || K <= 0) return;
   const int m0 = blockIdx.y * PMAX;
@@ -293,13 +310,17 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
   // This thread's lane-private vector i: vector v of row g + 8r of k-block c is, for the first
   // tile (c >= CR), i = (c - CR) * 8 + v * 2 + r; with TWO, for the second, CS * 8 + c * 8 + v * 2 + r.
   auto wsl = [&](int i) { return wsm + i * (PNW * WARP) + threadIdx.x; };
+  // BAL's compact rows: vector v of row g (< 4) of k-block c, lanes 0-15 of each warp.
+  auto xsl = [&](int c, int v) { return xsm + (c * 4 + v) * (PNW * 16) + warp * 16 + lane; };
+  // The first tile's start row (t: its index) and the end of the rows it may hold.
+  auto tile_n0 = [&](int t) { return BAL ? r0 + 16 * t : t * 16; };
   // Tile t's k-blocks c of rows g and g + 8: those below `creg` into registers, the others by
-  // cp.async into the lane-private vectors from `base` on. Rows past N and columns past K are not
-  // loaded: zeros enter the MMA (rows past N are never stored, and columns past K never run: the
-  // k-block loop stops where the ring kernel's does).
+  // cp.async into the lane-private vectors from `base` on. Rows past the block's (N, or r1 with
+  // BAL) and columns past K are not loaded: zeros enter the MMA (rows past them are never stored,
+  // and columns past K never run: the k-block loop stops where the ring kernel's does).
   auto load_tile = [&](int t, int creg, int base) {
-    const int n0 = t * 16;
-    const bool r0ok = n0 + g < N, r1ok = n0 + g + 8 < N;
+    const int n0 = tile_n0(t);
+    const bool r0ok = n0 + g < r1, r1ok = n0 + g + 8 < r1;
     const bf16_t* p0 = w + (size_t)(n0 + g) * K;
     const bf16_t* p1 = p0 + (size_t)8 * K;
 #pragma unroll
@@ -321,6 +342,20 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
   load_tile(t0, CR, 0);
   // With TWO the block's second tile goes whole to shared memory, also ahead of the wait.
   if (TWO && t0 + 1 < t1) load_tile(t0 + 1, 0, CS * 8);
+  // With BAL the block's rows past its first 16 (at most 4) go to the compact area.
+  if (BAL && t1 > 1 && lane < 16) {
+    const int n = r0 + 16 + g;
+    const bool ok = n < r1;
+    const bf16_t* p0 = w + (size_t)n * K;
+#pragma unroll
+    for (int c = 0; c < CR + CS; ++c) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const int col = (c * PNW + warp) * PKB + 8 * q + 32 * v;
+        cp_async16(xsl(c, v), ok && col < K ? p0 + col : w, ok && col < K ? 16 : 0);
+      }
+    }
+  }
   STAMP(tl, PTL_ISSUED);
 
   pdl_wait();  // a may be the previous kernel's output; y may still be read by it
@@ -333,14 +368,12 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
   STAMP(tl, PTL_A);
 
   const bool a0ok = g < mrows;
-#pragma unroll 1
-  for (int t = t0; t < t1; ++t) {
-    // Where tile t is: registers (and CS k-blocks from lane-private vector 0 on), or with TWO,
-    // for the block's second tile, wholly in shared memory from vector CS * 8 on.
-    const bool insm = TWO && t == t0 + 1;
-    if (t > t0 && !insm) load_tile(t, CR, 0);
+  // Tile t, from registers (and CS k-blocks from lane-private vector 0 on), or (insm, TWO's
+  // second tile) wholly from shared memory from vector CS * 8 on, or (inx, BAL's second) from the
+  // compact area.
+  auto run_tile = [&](int t, bool insm, bool inx) {
     if (t == t1 - 1) STAMP(tl, PTL_LAST);
-    if (CS > 0 || TWO) cp_async_wait_all();  // this thread's own lane-private vectors
+    if (CS > 0 || TWO || BAL) cp_async_wait_all();  // this thread's own vectors (compact ones too)
     float d[4][4] = {};
 #pragma unroll
     for (int c = 0; c < CR + CS; ++c) {
@@ -353,8 +386,13 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
         const bool kok = kb * PKB + 8 * q + 32 * v < K;
         av[v] = kok && a0ok ? *(const uint4*)(sa_ + 64 * v) : z;
         const int i = insm ? CS * 8 + c * 8 + v * 2 : (c - CR) * 8 + v * 2;
-        x0[v] = !insm && c < CR ? w0[c < CR ? c : 0][v] : *wsl(i);
-        x1[v] = !insm && c < CR ? w1[c < CR ? c : 0][v] : *wsl(i + 1);
+        if (inx) {
+          x0[v] = lane < 16 ? *xsl(c, v) : z;
+          x1[v] = z;
+        } else {
+          x0[v] = !insm && c < CR ? w0[c < CR ? c : 0][v] : *wsl(i);
+          x1[v] = !insm && c < CR ? w1[c < CR ? c : 0][v] : *wsl(i + 1);
+        }
       }
       proj_kblock_mma<true, false>(d, x0, x1, av, av);
     }
@@ -362,8 +400,20 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
     proj_put_partials(part, d, warp, g, q);
     __syncthreads();
     if (t == t1 - 1) STAMP(tl, PTL_STORE);
-    proj_store_tile<true>(part, y, m0, mrows, t * 16, N);
+    proj_store_tile<true>(part, y, m0, mrows, tile_n0(t), N, r1);
     __syncthreads();  // part is rewritten by the next tile
+  };
+  if constexpr (BAL) {
+    // The register tile, then (the registers free) the compact rows.
+    run_tile(0, false, false);
+    if (t1 > 1) run_tile(1, false, true);
+  } else {
+#pragma unroll 1
+    for (int t = t0; t < t1; ++t) {
+      const bool insm = TWO && t == t0 + 1;
+      if (t > t0 && !insm) load_tile(t, CR, 0);
+      run_tile(t, insm, false);
+    }
   }
   STAMP(tl, PTL_EXIT);
 }
@@ -384,16 +434,20 @@ PROJ_KERNEL(mhc_projection_w16_m4, 4, true, true)
 PROJ_KERNEL(mhc_projection_w16_m8, 8, true, true)
 
 // The register-resident variants: CR k-blocks per warp in registers and CS in shared memory
-// (K <= (CR + CS) * 1024), with TWO (rr2) a block's second tile wholly in shared memory; same
-// parameters as the ring kernels (kpw and nst unused).
-#define PROJ_RR_KERNEL(name, CR, CS, TWO)                                                     \
+// (K <= (CR + CS) * 1024), with TWO (rr2) a block's second tile wholly in shared memory, with BAL
+// (rrb) the rows dealt evenly over the blocks (at most 20 a block); same parameters as the ring
+// kernels (kpw and nst unused).
+#define PROJ_RR_KERNEL(name, CR, CS, TWO, BAL)                                                  \
   extern "C" __global__ void __launch_bounds__(PNW * WARP, 1)                                 \
       name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst, \
            u64* tl) {                                                                         \
-    proj_rr_body<CR, CS, TWO>(a, w, y, M, N, K, tl);                                          \
+    proj_rr_body<CR, CS, TWO, BAL>(a, w, y, M, N, K, tl);                                     \
   }
-PROJ_RR_KERNEL(mhc_projection_rr_c4, 4, 0, false)
-PROJ_RR_KERNEL(mhc_projection_rr_c5, 5, 0, false)
-PROJ_RR_KERNEL(mhc_projection_rr_c7, 5, 2, false)
-PROJ_RR_KERNEL(mhc_projection_rr2_c4, 4, 0, true)
-PROJ_RR_KERNEL(mhc_projection_rr2_c5, 5, 0, true)
+PROJ_RR_KERNEL(mhc_projection_rr_c4, 4, 0, false, false)
+PROJ_RR_KERNEL(mhc_projection_rr_c5, 5, 0, false, false)
+PROJ_RR_KERNEL(mhc_projection_rr_c7, 5, 2, false, false)
+PROJ_RR_KERNEL(mhc_projection_rr2_c4, 4, 0, true, false)
+PROJ_RR_KERNEL(mhc_projection_rr2_c5, 5, 0, true, false)
+PROJ_RR_KERNEL(mhc_projection_rrb_c4, 4, 0, false, true)
+PROJ_RR_KERNEL(mhc_projection_rrb_c5, 5, 0, false, true)
+PROJ_RR_KERNEL(mhc_projection_rrb_c7, 5, 2, false, true)
