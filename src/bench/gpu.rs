@@ -739,42 +739,9 @@ fn analyse(
     let mut block_max: Vec<Vec<f64>> = vec![Vec::new(); BLOCK_STAMPS.len()];
     let mut tail: Vec<Vec<f64>> = vec![Vec::new(); TAIL_STAMPS.len()];
     let mut step = u64::MAX;
+    let mut ghz = Vec::new();
     let clk = |l: &crate::cuda::TimelineLaunch, b: usize, slot: usize| {
         st[l.offset + (b * S + slot) * 2 + 1]
-    };
-    // The SM clock against the global timer, from the finishers' long spans (start to norm
-    // pass), so that a block's stamps can be placed by its own cycle counter: the global timer
-    // moves in steps of ~0.26 us on the H200, the cycle counter every cycle.
-    let finisher = |ls: &[crate::cuda::TimelineLaunch]| {
-        let last = ls.last()?;
-        let b = (0..last.blocks)
-            .filter(|&b| gt(last, b, 12) > 0)
-            .max_by_key(|&b| gt(last, b, 12))?;
-        Some((last.clone(), b))
-    };
-    let mut ghz = Vec::new();
-    for s in 1..seams {
-        if let Some((last, b)) = finisher(&log[s * per..(s + 1) * per]) {
-            let (g0, g1) = (gt(&last, b, 0), gt(&last, b, 12));
-            if g1 > g0 + 2000 {
-                ghz.push((clk(&last, b, 12) - clk(&last, b, 0)) as f64 / (g1 - g0) as f64);
-            }
-        }
-    }
-    let ghz = if ghz.is_empty() {
-        f64::NAN
-    } else {
-        median(ghz)
-    };
-    // A stamp in ns of the global timer: the block's start, plus its cycles since then.
-    let at = |l: &crate::cuda::TimelineLaunch, b: usize, slot: usize| -> f64 {
-        let (g0, g) = (gt(l, b, 0), gt(l, b, slot));
-        let (c0, c) = (clk(l, b, 0), clk(l, b, slot));
-        if g == 0 || g0 == 0 || c < c0 || !ghz.is_finite() {
-            g as f64
-        } else {
-            g0 as f64 + (c - c0) as f64 / ghz
-        }
     };
     for s in 0..seams {
         let ls = &log[s * per..(s + 1) * per];
@@ -802,12 +769,13 @@ fn analyse(
         if s == 0 {
             continue; // the first seam follows the previous replay
         }
-        let rel = |v: f64| (v - start as f64) / 1e3;
+        let rel = |v: u64| (v as f64 - start as f64) / 1e3;
         for (k, (med, mx)) in block_us.iter_mut().zip(block_max.iter_mut()).enumerate() {
             let slot = BLOCK_STAMPS[k].0;
             let v: Vec<f64> = (0..main.blocks)
-                .filter(|&b| gt(main, b, slot) > 0)
-                .map(|b| rel(at(main, b, slot)))
+                .map(|b| gt(main, b, slot))
+                .filter(|&v| v > 0)
+                .map(rel)
                 .collect();
             if !v.is_empty() {
                 mx.push(v.iter().copied().fold(f64::MIN, f64::max));
@@ -816,15 +784,24 @@ fn analyse(
         }
         // The finisher: the tile launch's block with a norm-pass stamp, or the tails launch's
         // latest block.
-        if let Some((last, b)) = finisher(ls) {
+        let last = ls.last().unwrap_or(main);
+        let fin = (0..last.blocks)
+            .filter(|&b| gt(last, b, 12) > 0)
+            .max_by_key(|&b| gt(last, b, 12));
+        if let Some(b) = fin {
+            let (g0, g1) = (gt(last, b, 0), gt(last, b, 12));
+            if g1 > g0 + 2000 {
+                ghz.push((clk(last, b, 12) - clk(last, b, 0)) as f64 / (g1 - g0) as f64);
+            }
             for (k, v) in tail.iter_mut().enumerate() {
                 let slot = if k == 0 && per > 1 {
                     0
                 } else {
                     TAIL_STAMPS[k].0
                 };
-                if gt(&last, b, slot) > 0 {
-                    v.push(rel(at(&last, b, slot)));
+                let x = gt(last, b, slot);
+                if x > 0 {
+                    v.push(rel(x));
                 }
             }
         }
@@ -855,16 +832,19 @@ fn analyse(
         block_max_us: med_of(&block_max),
         tail_us: med_of(&tail),
         timer_step_ns: step as f64,
-        sm_ghz: ghz,
+        sm_ghz: if ghz.is_empty() {
+            f64::NAN
+        } else {
+            median(ghz)
+        },
     }
 }
 
 /// Prints timeline rows.
 pub fn print_timeline(rows: &[TimelineRow]) {
     println!(
-        "phase times in us from the seam's first block start (medians over the chain's seams; a \
-         block's stamps placed by its cycle counter from its start); blocks: median block [latest \
-         block]"
+        "phase times in us from the seam's first block start (medians over the chain's seams); \
+         blocks: median block [latest block]"
     );
     for r in rows {
         println!(
