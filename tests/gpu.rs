@@ -247,13 +247,26 @@ fn the_cluster_kernel_serves_small_t() {
             "mhc_seam".to_string()
         }
     };
+    // With PDL up to T = 28 the rows spread over clusters in tiles of 1, 2 or 4 tokens (plan.rs,
+    // small_tile_tokens: at most 3 clusters, else tiles of 4 over up to 7).
     assert_eq!(kernel(1), ch("ch1"));
+    assert_eq!(kernel(2), ch("ch1"));
+    assert_eq!(kernel(3), ch("ch1"));
+    assert_eq!(kernel(4), ch("ch2"));
+    assert_eq!(kernel(6), ch("ch2"));
+    assert_eq!(kernel(7), ch("ch4"));
+    assert_eq!(kernel(16), ch("ch4"));
+    assert_eq!(kernel(28), ch("ch4"));
+    assert_eq!(kernel(29), small);
+    e.set_cluster_spread(false);
     assert_eq!(kernel(2), ch("ch2"));
     assert_eq!(kernel(3), ch("ch4"));
-    assert_eq!(kernel(4), ch("ch4"));
     assert_eq!(kernel(5), small);
+    assert_eq!(kernel(16), small);
+    e.set_cluster_spread(true);
     e.set_cluster_channels(false);
     assert_eq!(kernel(1), small);
+    assert_eq!(kernel(16), small);
     e.set_cluster_channels(true);
     assert_eq!(kernel(33), small);
     assert_eq!(kernel(112), small);
@@ -287,9 +300,11 @@ fn the_cluster_kernel_serves_small_t() {
     e.set_cluster_mtiles(Some(1));
     assert_eq!(kernel(128), "mhc_seam");
     e.set_cluster_mtiles(None);
-    // Without PDL at T <= 4 only the prepared variant beats the tile kernel.
+    // Without PDL at T <= 4 only the prepared variant beats the tile kernel; the rows do not
+    // spread.
     e.set_pdl(false);
     assert_eq!(kernel(1), ch("ch1"));
+    assert_eq!(kernel(16), small);
     e.set_use_prepared_fn(false);
     assert_eq!(kernel(1), "mhc_seam");
     e.set_use_prepared_fn(true);
@@ -509,10 +524,11 @@ fn tiles_of_32_tokens_give_the_same_bits() {
     }
 }
 
-/// The seam's cluster kernel with lanes by channels (`_ch1`, `_ch2`, `_ch4`, T <= 4) gives the
-/// bits of the same kernel with the MMA's lane layout and of the tile kernel, with and without the
-/// fused RMSNorm, with and without MXFP8 output, with and without prepared fn, at every H (7168
-/// has no prepared variant), and the variant really ran.
+/// The seam's cluster kernel with lanes by channels (`_ch1`, `_ch2`, `_ch4`: tiles of up to 1, 2
+/// or 4 tokens, one or several clusters, T <= 28) gives the bits of the same kernel with the MMA's
+/// lane layout and of the tile kernel, with and without the fused RMSNorm, with and without MXFP8
+/// output, with and without prepared fn, at every H (7168 has no prepared variant), and the
+/// variant really ran.
 #[test]
 fn lanes_by_channels_give_the_same_bits() {
     gpu!(e, PathChoice::Fused);
@@ -520,9 +536,20 @@ fn lanes_by_channels_give_the_same_bits() {
         eprintln!("skipped: no thread-block clusters before sm_90");
         return;
     }
+    e.set_pdl(true);
     for h in [4096, 5120, 7168] {
         let c = cfg(4, h);
-        for t in [1, 2, 3, 4] {
+        // T <= 3 in tiles of 1, 4-6 of 2, 7-28 of 4 (PDL on); without channels, tiles of up to 16.
+        for (t, suffix) in [
+            (1, "_ch1"),
+            (2, "_ch1"),
+            (3, "_ch1"),
+            (4, "_ch2"),
+            (5, "_ch2"),
+            (7, "_ch4"),
+            (16, "_ch4"),
+            (28, "_ch4"),
+        ] {
             for (norm, fp8) in [(true, false), (true, true), (false, false), (false, true)] {
                 let spec = InputSpec {
                     op: Op::Seam,
@@ -554,8 +581,8 @@ fn lanes_by_channels_give_the_same_bits() {
                         );
                         kernels.push(k);
                     }
-                    let (suffix, plain) = (["_ch1", "_ch2", "_ch4", "_ch4"][t - 1], &kernels[1]);
-                    assert_eq!(kernels[0], format!("{plain}{suffix}"));
+                    let plain = &kernels[1];
+                    assert_eq!(kernels[0], format!("{plain}{suffix}"), "H={h} T={t}");
                 }
                 e.set_cluster_channels(true);
                 e.set_use_prepared_fn(true);

@@ -292,9 +292,10 @@ pub struct CudaEngine {
     env_plan: Option<plan::PlanOverride>,
     env_cluster: Option<u32>,
     env_mtiles: Option<u32>,
-    /// `MHC_CLUSTER_SPREAD` (default on): the cluster kernel's tiles of 32 tokens spread a call's
-    /// rows over every cluster that runs at once.
-    spread: bool,
+    /// `MHC_CLUSTER_SPREAD` (default on; `set_cluster_spread`): a call's rows spread over more
+    /// clusters than whole tiles need: the seam's tiles of 32 tokens over every cluster that runs
+    /// at once, and with PDL at T <= 4 x that, tiles of 1, 2 or 4 tokens with lanes by channels.
+    spread: std::cell::Cell<bool>,
     env_proj_plan: Option<plan::ProjOverride>,
     instrumented: bool,
     timeline: RefCell<Timeline>,
@@ -370,7 +371,7 @@ impl CudaEngine {
             env_plan: plan::seam_override()?,
             env_cluster: plan::cluster_override()?,
             env_mtiles: plan::cluster_mtiles_override()?,
-            spread: plan::cluster_spread_setting()?,
+            spread: std::cell::Cell::new(plan::cluster_spread_setting()?),
             env_proj_plan: plan::projection_override()?,
             instrumented: opts.timeline,
             timeline: RefCell::new(Timeline::default()),
@@ -405,6 +406,14 @@ impl CudaEngine {
     /// check exactly that.
     pub fn set_cluster_channels(&self, on: bool) {
         self.channels.set(on);
+    }
+
+    /// Whether a call's rows spread over more clusters than whole tiles need (default on;
+    /// `MHC_CLUSTER_SPREAD=0` at start turns it off): tiles of 32 tokens over every cluster that
+    /// runs at once, and with PDL at T <= 4 x that, tiles of 1, 2 or 4 tokens. The same bits
+    /// either way.
+    pub fn set_cluster_spread(&self, on: bool) {
+        self.spread.set(on);
     }
 
     /// Whether the cluster kernels read a call's prepared fn ([`RawWeights::fn_split`]) when it
@@ -641,12 +650,37 @@ impl CudaEngine {
                                 // lost up to 9 % (T = 64) and is not taken.
                                 if forced.is_none()
                                     && mt == 2
-                                    && self.spread
+                                    && self.spread.get()
                                     && let Some(q) = plan::cluster_plan(
                                         shape, t, h, cl, budget, prep, mt, active,
                                     )
                                 {
                                     return Ok(Some((kname, shape, q)));
+                                }
+                                // With PDL at small T, tiles of 1, 2 or 4 tokens over up to
+                                // every cluster that runs at once, each with lanes by channels:
+                                // measured on the H200 (PERF_NOTES.md attempt 42), -2 to -27 %
+                                // at T = 2-28.
+                                if forced.is_none()
+                                    && mt == 1
+                                    && pdl
+                                    && self.spread.get()
+                                    && self.channels.get()
+                                    && channel_variant(kname, 1).is_some()
+                                    && let Some(tt) = plan::small_tile_tokens(t, active)
+                                    && let Some(q) = plan::cluster_plan(
+                                        shape,
+                                        t,
+                                        h,
+                                        cl,
+                                        budget,
+                                        prep,
+                                        mt,
+                                        t.div_ceil(tt) as u32,
+                                    )
+                                    && let Some(k) = channel_variant(kname, q.tt)
+                                {
+                                    return Ok(Some((k, shape, q)));
                                 }
                                 // Tiles of at most 4 tokens: lanes by channels (PERF_NOTES.md
                                 // attempt 39).

@@ -296,8 +296,9 @@ pub fn cluster_mtiles_override() -> Result<Option<u32>> {
     Ok(v)
 }
 
-/// `MHC_CLUSTER_SPREAD`: 0 keeps the cluster kernel's tiles of 32 tokens at 32 where fewer
-/// would spread a call over more clusters (default 1).
+/// `MHC_CLUSTER_SPREAD`: 0 keeps the cluster kernel's tiles at 32 tokens (tiles of 32) or 16
+/// (with PDL at small T, where tiles of 1, 2 or 4 would spread a call over more clusters)
+/// (default 1).
 pub fn cluster_spread_setting() -> Result<bool> {
     Ok(env_numbers("MHC_CLUSTER_SPREAD", "0 or 1", &[1])?.is_none_or(|v| v[0] != 0))
 }
@@ -306,6 +307,23 @@ pub fn cluster_spread_setting() -> Result<bool> {
 /// for the elementwise phase instead of lanes by channels (default 1).
 pub fn cluster_channels_setting() -> Result<bool> {
     Ok(env_numbers("MHC_CLUSTER_CHANNELS", "0 or 1", &[1])?.is_none_or(|v| v[0] != 0))
+}
+
+/// Clusters a call may take at small T before the extra reads of fn (each cluster stages all of
+/// it) cost more than the smaller tiles save (H200, PERF_NOTES.md attempt 42).
+const SMALL_TILE_CLUSTERS: usize = 3;
+
+/// Tokens per tile for the seam's cluster kernel at small T with lanes by channels: the smallest
+/// of 1, 2 and 4 that needs at most SMALL_TILE_CLUSTERS clusters, else 4 where `active` clusters
+/// (those that run at once) hold the call; None past that (tiles of up to 16 tokens). Measured on
+/// the H200 at H = 4096 and 5120 with PDL (attempt 42): four clusters of one or two tokens lost
+/// to two of two or four, but four to seven clusters of four tokens beat one or two tiles of up to
+/// 16 at T = 13-28.
+pub fn small_tile_tokens(t: usize, active: u32) -> Option<usize> {
+    [1, 2, 4]
+        .into_iter()
+        .find(|&tt| t.div_ceil(tt) <= SMALL_TILE_CLUSTERS)
+        .or_else(|| (t.div_ceil(4) <= active as usize).then_some(4))
 }
 
 /// `MHC_PREPARED_FN`: 0 makes the engine ignore prepared fn (default 1).
@@ -792,6 +810,16 @@ mod tests {
             assert!(cluster_plan(gates, 128, 5120, 12, budget, prepared, 2, 0).is_none());
             assert!(cluster_plan(gates, 128, 5120, 16, budget, prepared, 3, 0).is_none());
         }
+    }
+
+    #[test]
+    fn small_tiles_follow_the_measured_rule() {
+        let tt = |t| small_tile_tokens(t, 7);
+        assert_eq!([tt(1), tt(2), tt(3)], [Some(1); 3]);
+        assert_eq!([tt(4), tt(5), tt(6)], [Some(2); 3]);
+        assert_eq!([tt(7), tt(12), tt(13), tt(28)], [Some(4); 4]);
+        assert_eq!(tt(29), None);
+        assert_eq!(small_tile_tokens(16, 3), None);
     }
 
     #[test]
