@@ -294,7 +294,8 @@ pub struct CudaEngine {
     env_mtiles: Option<u32>,
     /// `MHC_CLUSTER_SPREAD` (default on; `set_cluster_spread`): a call's rows spread over more
     /// clusters than whole tiles need: the seam's tiles of 32 tokens over every cluster that runs
-    /// at once, and with PDL at T <= 4 x that, tiles of 1, 2 or 4 tokens with lanes by channels.
+    /// at once, and with PDL at small T (up to 4 tokens for each cluster that runs at once: T <= 28
+    /// on the H200) tiles of 1, 2 or 4 tokens with lanes by channels.
     spread: std::cell::Cell<bool>,
     env_proj_plan: Option<plan::ProjOverride>,
     instrumented: bool,
@@ -400,18 +401,18 @@ impl CudaEngine {
         self.cluster_mtiles.set(m);
     }
 
-    /// Whether the seam's cluster kernel at T <= 4 runs its elementwise phase with lanes by
-    /// channels (the `_ch` variants; default on, `MHC_CLUSTER_CHANNELS=0` at start turns it off).
-    /// Off, the lanes keep the MMA's layout: the same bits, for A/B timings and the tests that
-    /// check exactly that.
+    /// Whether the seam's cluster kernel in tiles of at most 4 tokens runs its elementwise phase
+    /// with lanes by channels (the `_ch` variants; default on, `MHC_CLUSTER_CHANNELS=0` at start
+    /// turns it off). Off, the lanes keep the MMA's layout and small T keeps tiles of up to 16
+    /// tokens: the same bits, for A/B timings and the tests that check exactly that.
     pub fn set_cluster_channels(&self, on: bool) {
         self.channels.set(on);
     }
 
     /// Whether a call's rows spread over more clusters than whole tiles need (default on;
     /// `MHC_CLUSTER_SPREAD=0` at start turns it off): tiles of 32 tokens over every cluster that
-    /// runs at once, and with PDL at T <= 4 x that, tiles of 1, 2 or 4 tokens. The same bits
-    /// either way.
+    /// runs at once, and with PDL at small T (up to 4 tokens for each cluster that runs at once)
+    /// tiles of 1, 2 or 4 tokens. The same bits either way.
     pub fn set_cluster_spread(&self, on: bool) {
         self.spread.set(on);
     }
@@ -663,8 +664,8 @@ impl CudaEngine {
                                 }
                                 // With PDL at small T, tiles of 1, 2 or 4 tokens over up to
                                 // every cluster that runs at once, each with lanes by channels:
-                                // measured on the H200 (PERF_NOTES.md attempt 42), -2 to -27 %
-                                // at T = 2-28.
+                                // measured on the H200 (PERF_NOTES.md attempt 42), -1.6 to
+                                // -28.9 % at T = 2-28.
                                 if forced.is_none()
                                     && mt == 1
                                     && pdl

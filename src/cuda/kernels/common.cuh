@@ -215,10 +215,6 @@ __device__ __forceinline__ void sinkhorn4_passes(float c[16], int iters, float e
   }
 }
 
-// Sinkhorn of SPEC section 2 on one token's 4x4 logits held in registers: row softmax + eps,
-// a column pass, then (iters - 1) row and column passes. Division by a row or column sum is a
-// multiplication by its reciprocal (sk_factor: correctly rounded, within one f32 ulp of the
-// division, or where every operand is in range the approximate one).
 // One row of the Sinkhorn's start: softmax, then + eps (SPEC section 2).
 template <bool FAST>
 __device__ __forceinline__ void softmax4_eps(float c[4], float eps, bool& slow) {
@@ -232,6 +228,10 @@ __device__ __forceinline__ void softmax4_eps(float c[4], float eps, bool& slow) 
 // Whether eps keeps every reciprocal of the passes in the fast path's range (with finite logits).
 __device__ __forceinline__ bool sinkhorn_eps_ok(float eps) { return eps >= 0x1p-120f && eps <= 1.0f; }
 
+// Sinkhorn of SPEC section 2 on one token's 4x4 logits held in registers: row softmax + eps,
+// a column pass, then (iters - 1) row and column passes. Division by a row or column sum is a
+// multiplication by its reciprocal (sk_factor: correctly rounded, within one f32 ulp of the
+// division, or where every operand is in range the approximate one).
 template <bool FAST>
 __device__ __forceinline__ void sinkhorn4(float c[16], int iters, float eps, bool& slow) {
   // With finite logits, every sum below is (terms in [0, 1 + eps]) + eps, so it lies in

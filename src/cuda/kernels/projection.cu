@@ -312,7 +312,7 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
   auto wsl = [&](int i) { return wsm + i * (PNW * WARP) + threadIdx.x; };
   // BAL's compact rows: vector v of row g (< 4) of k-block c, lanes 0-15 of each warp.
   auto xsl = [&](int c, int v) { return xsm + (c * 4 + v) * (PNW * 16) + warp * 16 + lane; };
-  // The first tile's start row (t: its index) and the end of the rows it may hold.
+  // Tile t's first row of w (the block's rows end at r1: N, or with BAL the block's share).
   auto tile_n0 = [&](int t) { return BAL ? r0 + 16 * t : t * 16; };
   // Tile t's k-blocks c of rows g and g + 8: those below `creg` into registers, the others by
   // cp.async into the lane-private vectors from `base` on. Rows past the block's (N, or r1 with
