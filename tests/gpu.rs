@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{SEAM_FAMILY, cfg, run_all, same_bits, seam_inputs};
+use common::{SEAM_FAMILY, cfg, run_all, same_bits, seam_inputs, seam_inputs_norm};
 use half::bf16;
 use mhc::check::{self, Case};
 use mhc::cuda::{
@@ -38,6 +38,24 @@ fn engine(path: PathChoice) -> Option<CudaEngine> {
         })
         .expect("engine"),
     )
+}
+
+/// Whether the GPU runs thread-block clusters (sm_90 and later); says "skipped" where not.
+fn has_clusters(e: &CudaEngine) -> bool {
+    let yes = e.info().cc.0 >= 9;
+    if !yes {
+        eprintln!("skipped: no thread-block clusters before sm_90");
+    }
+    yes
+}
+
+/// The tile kernel's outputs for `args` (the cluster kernel forced off), the reference that every
+/// cluster plan must match bit for bit.
+fn tile_kernel_outputs(e: &CudaEngine, args: &OpArgs) -> mhc::OpOutputs {
+    e.set_cluster_override(Some(0));
+    let out = e.execute(args).unwrap().0;
+    e.set_cluster_override(None);
+    out
 }
 
 macro_rules! gpu {
@@ -132,24 +150,16 @@ fn gates_agree_with_the_reference_for_any_eps() {
 #[test]
 fn gate_quads_give_the_tile_kernels_bits_for_any_eps() {
     gpu!(e, PathChoice::Fused);
-    if e.info().cc.0 < 9 {
-        eprintln!("skipped: no thread-block clusters before sm_90");
+    if !has_clusters(&e) {
         return;
     }
     for eps in [0.0f32, 1e-30, 1e-6, 0.5, 2.0] {
         let mut c = cfg(4, 5120);
         c.hc_eps = eps;
         for (t, cl) in [(1, 16), (7, 16), (33, 16), (16, 12), (224, 16)] {
-            let spec = InputSpec {
-                op: Op::Seam,
-                t,
-                norm: true,
-                proj_nk: (0, 0),
-            };
-            let m = synth::inputs(&c, &spec, (t * 11) as u64 + eps.to_bits() as u64);
+            let m = seam_inputs(&c, t, (t * 11) as u64 + eps.to_bits() as u64);
             let args = OpArgs::from_map(Op::Seam, &c, &m, false).unwrap();
-            e.set_cluster_override(Some(0));
-            let want = e.execute(&args).unwrap().0;
+            let want = tile_kernel_outputs(&e, &args);
             e.set_cluster_override(Some(cl));
             let (got, route) = e.execute(&args).unwrap();
             let k = route.kernels.join(",");
@@ -487,23 +497,15 @@ fn every_plan_gives_the_same_bits() {
 #[test]
 fn tiles_of_32_tokens_give_the_same_bits() {
     gpu!(e, PathChoice::Fused);
-    if e.info().cc.0 < 9 {
-        eprintln!("skipped: no thread-block clusters before sm_90");
+    if !has_clusters(&e) {
         return;
     }
     for h in [4096, 5120] {
         let c = cfg(4, h);
         for t in [1, 7, 20, 32, 33, 224, 300] {
-            let spec = InputSpec {
-                op: Op::Seam,
-                t,
-                norm: true,
-                proj_nk: (0, 0),
-            };
-            let m = synth::inputs(&c, &spec, (h * 3 + t) as u64);
+            let m = seam_inputs(&c, t, (h * 3 + t) as u64);
             let args = OpArgs::from_map(Op::Seam, &c, &m, true).unwrap();
-            e.set_cluster_override(Some(0));
-            let want = e.execute(&args).unwrap().0;
+            let want = tile_kernel_outputs(&e, &args);
             e.set_cluster_override(Some(16));
             e.set_cluster_mtiles(Some(2));
             for prepared in [true, false] {
@@ -532,8 +534,7 @@ fn tiles_of_32_tokens_give_the_same_bits() {
 #[test]
 fn lanes_by_channels_give_the_same_bits() {
     gpu!(e, PathChoice::Fused);
-    if e.info().cc.0 < 9 {
-        eprintln!("skipped: no thread-block clusters before sm_90");
+    if !has_clusters(&e) {
         return;
     }
     e.set_pdl(true);
@@ -551,17 +552,9 @@ fn lanes_by_channels_give_the_same_bits() {
             (28, "_ch4"),
         ] {
             for (norm, fp8) in [(true, false), (true, true), (false, false), (false, true)] {
-                let spec = InputSpec {
-                    op: Op::Seam,
-                    t,
-                    norm,
-                    proj_nk: (0, 0),
-                };
-                let m = synth::inputs(&c, &spec, (h * 5 + t * 3 + norm as usize) as u64);
+                let m = seam_inputs_norm(&c, t, norm, (h * 5 + t * 3 + norm as usize) as u64);
                 let args = OpArgs::from_map(Op::Seam, &c, &m, fp8).unwrap();
-                e.set_cluster_override(Some(0));
-                let want = e.execute(&args).unwrap().0;
-                e.set_cluster_override(None);
+                let want = tile_kernel_outputs(&e, &args);
                 for prepared in [true, false] {
                     e.set_use_prepared_fn(prepared);
                     let mut kernels = Vec::new();

@@ -648,49 +648,40 @@ impl CudaEngine {
                             // clusters.
                             let need = if forced.is_some() { 1 } else { p.tiles };
                             if active >= need {
-                                // Tiles of 32 tokens: smaller tiles over as many clusters as
-                                // run at once (never more shared memory a block, so they all
+                                // How many clusters the call's rows spread over (0: whole
+                                // tiles). Tiles of 32 tokens: smaller tiles over as many clusters
+                                // as run at once (never more shared memory a block, so they all
                                 // still run). Measured on the H200 at H = 5120 (PERF_NOTES.md
-                                // attempt 36): -4.5 % at T = 128; with tiles of 16 tokens it
-                                // lost up to 9 % (T = 64) and is not taken.
-                                if forced.is_none()
-                                    && mt == 2
-                                    && self.spread.get()
-                                    && let Some(q) = plan::cluster_plan(
-                                        shape, t, h, cl, budget, prep, mt, active,
-                                    )
-                                {
-                                    return Ok(Some((kname, shape, q)));
-                                }
-                                // With PDL at small T, tiles of 1, 2 or 4 tokens over up to
-                                // every cluster that runs at once, each with lanes by channels:
-                                // measured on the H200 (PERF_NOTES.md attempt 42), -1.6 to
-                                // -28.9 % at T = 2-28.
-                                if forced.is_none()
-                                    && mt == 1
-                                    && pdl
-                                    && self.spread.get()
-                                    && self.channels.get()
-                                    && channel_variant(kname, 1).is_some()
+                                // attempt 36): -4.5 % at T = 128; with tiles of 16 tokens it lost
+                                // up to 9 % (T = 64) and is not taken. With PDL at small T, tiles
+                                // of 1, 2 or 4 tokens over up to every cluster that runs at once,
+                                // each with lanes by channels (attempt 42): -1.6 to -28.9 % at
+                                // T = 2-28.
+                                let channels =
+                                    self.channels.get() && channel_variant(kname, 1).is_some();
+                                let spread = if forced.is_some() || !self.spread.get() {
+                                    0
+                                } else if mt == 2 {
+                                    active
+                                } else if pdl
+                                    && channels
                                     && let Some(tt) = plan::small_tile_tokens(t, active)
-                                    && let Some(q) = plan::cluster_plan(
-                                        shape,
-                                        t,
-                                        h,
-                                        cl,
-                                        budget,
-                                        prep,
-                                        mt,
-                                        t.div_ceil(tt) as u32,
-                                    )
-                                    && let Some(k) = channel_variant(kname, q.tt)
                                 {
-                                    return Ok(Some((k, shape, q)));
-                                }
-                                // Tiles of at most 4 tokens: lanes by channels (PERF_NOTES.md
-                                // attempt 39).
+                                    t.div_ceil(tt) as u32
+                                } else {
+                                    0
+                                };
+                                let p = (spread > 0)
+                                    .then(|| {
+                                        plan::cluster_plan(
+                                            shape, t, h, cl, budget, prep, mt, spread,
+                                        )
+                                    })
+                                    .flatten()
+                                    .unwrap_or(p);
+                                // Tiles of at most 4 tokens: lanes by channels (attempt 39).
                                 let kname = channel_variant(kname, p.tt)
-                                    .filter(|_| self.channels.get())
+                                    .filter(|_| channels)
                                     .unwrap_or(kname);
                                 return Ok(Some((kname, shape, p)));
                             }

@@ -65,12 +65,17 @@ pub fn run_all(backend: &dyn Backend, cfg: &Config, cases: &[Case]) -> Vec<CaseR
 
 /// Random inputs of the V4.1 seam (with a norm weight) for `t` tokens.
 pub fn seam_inputs(c: &Config, t: usize, seed: u64) -> TensorMap {
+    seam_inputs_norm(c, t, true, seed)
+}
+
+/// The same, with or without the norm weight.
+pub fn seam_inputs_norm(c: &Config, t: usize, norm: bool, seed: u64) -> TensorMap {
     synth::inputs(
         c,
         &InputSpec {
             op: Op::Seam,
             t,
-            norm: true,
+            norm,
             proj_nk: (0, 0),
         },
         seed,
