@@ -19,8 +19,15 @@
 // fixed sequence of MMAs, and chunk partials are combined by a pairwise tree over the chunk index
 // padded with zeros to a power of two. The levels below W are summed inside the block, the rest
 // by the tile's last block; every split gives the same tree, hence the same bits, whatever T, W,
-// the tile size or the token's row. Sums of squares are accumulated in f64, where squares of
-// bf16 values add exactly, so their order does not matter (and they match the CPU reference).
+// the tile size or the token's row. Sums of squares are accumulated in f64. A bf16 value's
+// square has at most 16 significant bits, so the sum is exact, in any order, while every square
+// lies within f64's 53 bits of the running sum (for a row of N(0, 1) values: elements down to
+// about 2^-12). Smaller nonzero elements, a few in most rows at realistic scales, leave the last
+// f64 bit to the order, and the orders differ between plans (W) and kernels (the cluster kernel
+// sums by block). rms_factor rounds the mean to f32 before anything else, so the factor differs
+// only where that bit crosses an f32 rounding boundary, about 2^-29 of rows: the bits agree
+// across plans and kernels except with that probability (PERF_NOTES.md, "The f64 sums of
+// squares"). A fixed tree for the sums, like the mixes', would remove it.
 //
 // Programmatic dependent launch. The engine launches these kernels so that they may start while
 // the previous kernel of the stream runs: a block stages its fn slice and the gates' weights,
@@ -111,8 +118,8 @@ __device__ __forceinline__ void load_fn_step(const float* sfn, int rstride, int 
 }
 
 // Sums v over each row's tpr consecutive threads (a power of two); the row's first thread gets
-// the total. Shuffles inside a warp, then shared memory across the row's warps (f64 sums of bf16
-// squares are exact, so the order is free). All threads of the block call it.
+// the total. Shuffles inside a warp, then shared memory across the row's warps (f64: the header
+// says when the order matters). All threads of the block call it.
 __device__ __forceinline__ void row_sum(double& v, int tpr, float* scratch) {
   const int wl = min(tpr, WARP);
   for (int o = wl / 2; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
@@ -552,7 +559,7 @@ extern "C" __global__ void mhc_fn_split(const float* __restrict__ fn, u32* __res
 }
 
 // The f64 sums of squares of the projected streams (the gates' RMS, ssg) per row, and the quad
-// sums of ssg and (NORM) ssn (exact in f64, so any order). row1 = false (warp-uniform): the tile has no
+// sums of ssg and (NORM) ssn (f64, see the header). row1 = false (warp-uniform): the tile has no
 // row in its second half, whose sums stay zero.
 template <int NIN, int NMIX, bool NORM = true>
 __device__ __forceinline__ void quad_sums(const uint4 av[2][NIN], double ssg[2], double ssn[2], bool row1) {
@@ -649,7 +656,7 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch, cons
   // records (every default plan at H <= 8192): one thread per (row, mix, group of 32 records)
   // loads its records at once and sums them in registers, pairing exactly as the shared-memory
   // tree below does, and the groups' sums are paired the same way after a barrier; one thread
-  // per (row, gate or norm) sums that row's f64 sums of squares (exact, so in any order). More
+  // per (row, gate or norm) sums that row's f64 sums of squares in record order. More
   // records: the tree in shared memory, rows_batch rows at a time.
   const bool reg_tree = NMIX > 0 && p.rpad <= 128;
   {
@@ -977,7 +984,7 @@ __device__ void seam_kernel_body(const FusedParams& p) {
     }
     project_chunk<NIN, NMIX, true>(sfn, p.W * 8, warp, g, q, chunk_ok, &av, &d);
     STAMP(p.timeline, 14);
-    // Sums of squares for the gates' RMS factor, then quad sums (exact in f64, so any order).
+    // Sums of squares for the gates' RMS factor, then quad sums (f64, see the header).
     double ssg[2];
     quad_sums<NIN, NMIX>(av, ssg, ssn, true);
     STAMP(p.timeline, 6);
@@ -1226,7 +1233,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
       ew_compute<PM, NIN, CARRIED, false>(p, s_coef + m * MAXTT * COEF, g, q, tok[m], ok[m], h,
                                           rows > MAXTT * m + 8, xv[m], rv[m], av[m], cb[m], ssn[m]);
       if (EARLY) {
-        // Quad sums (exact in f64, so in any order).
+        // Quad sums (f64, see the header).
 #pragma unroll
         for (int rr = 0; rr < 2; ++rr) {
           ssn[m][rr] += __shfl_xor_sync(FULL_MASK, ssn[m][rr], 1);
@@ -1295,7 +1302,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   if (rank == 0) STAMP(p.timeline, 8);
 
   // Per row finished here: its leaves in groups of CL_GROUP (the lower levels of the tree; mix
-  // NM: the gate sums of squares, exact in f64, so in any order). Loads before adds.
+  // NM: the gate sums of squares, f64, in leaf order). Loads before adds.
   // Consecutive threads take consecutive mixes of a group: their loads hit consecutive banks.
   // gss and gsum overwrite fn: every warp of the block passed the __syncthreads above after its
   // projection.
