@@ -25,9 +25,9 @@
 // about 2^-12). Smaller nonzero elements, a few in most rows at realistic scales, leave the last
 // f64 bit to the order, and the orders differ between plans (W) and kernels (the cluster kernel
 // sums by block). rms_factor rounds the mean to f32 before anything else, so the factor differs
-// only where that bit crosses an f32 rounding boundary, about 2^-29 of rows: the bits agree
-// across plans and kernels except with that probability (PERF_NOTES.md, "The f64 sums of
-// squares"). A fixed tree for the sums, like the mixes', would remove it.
+// only where that bit crosses an f32 rounding boundary: the bits agree across plans and kernels
+// except in about 10^-10 of rows (PERF_NOTES.md, "The f64 sums of squares", has the simulation).
+// A fixed tree for the sums, like the mixes', would remove it.
 //
 // Programmatic dependent launch. The engine launches these kernels so that they may start while
 // the previous kernel of the stream runs: a block stages its fn slice and the gates' weights,
