@@ -90,6 +90,11 @@ __device__ __forceinline__ uint4 ld_cg4(const void* p) { return __ldcg((const ui
 __device__ __forceinline__ float ld_cg_f32(const float* p) { return __ldcg(p); }
 __device__ __forceinline__ double ld_cg_f64(const double* p) { return __ldcg(p); }
 
+// acc + c * v with the product rounded to f32 before the add, never fused: post_map and the
+// collapse (SPEC sections 3 and 4) accumulate this way in every kernel, as the CPU reference does,
+// so that the bf16 outputs match it bit for bit.
+__device__ __forceinline__ float mul_add_rn(float acc, float c, float v) { return __fadd_rn(acc, __fmul_rn(c, v)); }
+
 // The RMS factor 1/sqrt(ss/count + eps): the mean rounded to f32 once, then IEEE sqrt and
 // division (NVRTC compiles with prec-sqrt and prec-div on), exactly as reference::rms_factor.
 __device__ __forceinline__ float rms_factor(double ss, int count, float eps) {

@@ -214,7 +214,7 @@ __device__ __forceinline__ void ew_compute(const FusedParams& p, const float* sc
           unpack8(rv[rr][i], rf);
           const float c = cf[4 + i * 4 + j];
 #pragma unroll
-          for (int e = 0; e < 8; ++e) o[e] = __fadd_rn(o[e], __fmul_rn(c, rf[e]));
+          for (int e = 0; e < 8; ++e) o[e] = mul_add_rn(o[e], c, rf[e]);
         }
         av[rr][j] = pack8(o);
         if (ok[rr]) *(uint4*)(p.residual_out + (tk * NS + j) * p.H + h) = av[rr][j];
@@ -246,7 +246,7 @@ __device__ __forceinline__ void ew_compute(const FusedParams& p, const float* sc
         float sj[8];
         unpack8(av[rr][j], sj);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) c[e] = __fadd_rn(c[e], __fmul_rn(cf[j], sj[e]));
+        for (int e = 0; e < 8; ++e) c[e] = mul_add_rn(c[e], cf[j], sj[e]);
       }
     } else {
       unpack8(av[rr][0], c);  // entry: one-hot carried pre-mix, the layer input is x
@@ -368,7 +368,7 @@ __device__ __forceinline__ void ewc_compute(const FusedParams& p, const float* s
     for (int i = 0; i < NS; ++i) {
       const float c = cf[4 + i * 4 + j];
 #pragma unroll
-      for (int e = 0; e < CPL; ++e) o[e] = __fadd_rn(o[e], __fmul_rn(c, chan_f32<CPL>(v.r[i], e)));
+      for (int e = 0; e < CPL; ++e) o[e] = mul_add_rn(o[e], c, chan_f32<CPL>(v.r[i], e));
     }
     chan_pack<CPL>(o, rw[j]);
     if (ok) st_chan<CPL>(p.residual_out + ((size_t)tok * NS + j) * p.H + h, rw[j]);
@@ -379,7 +379,7 @@ __device__ __forceinline__ void ewc_compute(const FusedParams& p, const float* s
 #pragma unroll
   for (int j = 1; j < NS; ++j) {
 #pragma unroll
-    for (int e = 0; e < CPL; ++e) c[e] = __fadd_rn(c[e], __fmul_rn(cf[20 + j], chan_f32<CPL>(rw[j], e)));
+    for (int e = 0; e < CPL; ++e) c[e] = mul_add_rn(c[e], cf[20 + j], chan_f32<CPL>(rw[j], e));
   }
 #pragma unroll
   for (int j = 0; j < NS; ++j) {
@@ -811,7 +811,7 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch, cons
           for (int e = 0; e < 8; ++e) {
             float acc = __fmul_rn(s_p[r][0], sf[0][e]);
 #pragma unroll
-            for (int j = 1; j < NS; ++j) acc = __fadd_rn(acc, __fmul_rn(s_p[r][j], sf[j][e]));
+            for (int j = 1; j < NS; ++j) acc = mul_add_rn(acc, s_p[r][j], sf[j][e]);
             c[e] = acc;
           }
         }
@@ -1464,7 +1464,7 @@ extern "C" __global__ void mhc_post(const bf16_t* __restrict__ x, const bf16_t* 
     for (int e = 0; e < 8; ++e) {
       float acc = __fmul_rn(pj, xf[e]);
 #pragma unroll
-      for (int s = 0; s < NS; ++s) acc = __fadd_rn(acc, __fmul_rn(comb[t * 16 + s * 4 + j], rf[s][e]));
+      for (int s = 0; s < NS; ++s) acc = mul_add_rn(acc, comb[t * 16 + s * 4 + j], rf[s][e]);
       o[e] = acc;
     }
     *(uint4*)(out + (t * NS + j) * H + h) = pack8(o);

@@ -16,7 +16,7 @@ extern "C" __global__ void uf_post_map(const bf16_t* x, const bf16_t* r, const f
   const size_t t = i / ((size_t)H * n);
   float acc = __fmul_rn(post[t * n + j], bf16_to_f32(x[t * H + h]));
   for (int s = 0; s < n; ++s)
-    acc = __fadd_rn(acc, __fmul_rn(comb[(t * n + s) * n + j], bf16_to_f32(r[(t * n + s) * H + h])));
+    acc = mul_add_rn(acc, comb[(t * n + s) * n + j], bf16_to_f32(r[(t * n + s) * H + h]));
   out[i] = f32_to_bf16(acc);
 }
 
@@ -133,7 +133,7 @@ extern "C" __global__ void uf_collapse(const bf16_t* r, const float* p, bf16_t* 
   const size_t t = i / H;
   const int h = i % H;
   float acc = __fmul_rn(p[t * n], bf16_to_f32(r[t * n * H + h]));
-  for (int j = 1; j < n; ++j) acc = __fadd_rn(acc, __fmul_rn(p[t * n + j], bf16_to_f32(r[(t * n + j) * H + h])));
+  for (int j = 1; j < n; ++j) acc = mul_add_rn(acc, p[t * n + j], bf16_to_f32(r[(t * n + j) * H + h]));
   out[i] = f32_to_bf16(acc);
   if (vals) vals[i] = acc;
 }
