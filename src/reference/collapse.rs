@@ -1,7 +1,7 @@
 //! collapse and rmsnorm (SPEC section 4), and the layer-input epilogue shared by every op that
 //! produces a sublayer input.
 
-use super::{rms_factor, sum_squares};
+use super::{rms_factor, tree_sum_squares};
 use half::bf16;
 use rayon::prelude::*;
 
@@ -36,10 +36,11 @@ pub fn collapse(n: usize, h: usize, residual: &[bf16], p: &[f32], out: &mut [bf1
 }
 
 /// One token of rmsnorm: `bf16(f32(c) * rinv * w)` with `rinv` from the f64 sum of squares of the
-/// bf16 values `c`. Writes the f32 products (before rounding) to `vals`.
+/// bf16 values `c`, in the canonical order ([`super::tree_sum_squares`]). Writes the f32 products
+/// (before rounding) to `vals`.
 #[inline]
 pub fn rmsnorm_token_f32(c: &[bf16], w: &[f32], eps: f32, vals: &mut [f32]) {
-    let rinv = rms_factor(sum_squares(c), c.len(), eps);
+    let rinv = rms_factor(tree_sum_squares(c, c.len()), c.len(), eps);
     for ((v, c), w) in vals.iter_mut().zip(c).zip(w) {
         *v = (c.to_f32() * rinv) * *w;
     }

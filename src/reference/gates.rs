@@ -1,7 +1,7 @@
 //! gates (SPEC section 2): the RMS-scaled projection, the sigmoid gates and the Sinkhorn-normalized
 //! comb matrix; the head gates of V4; and the folded-weight gates of the V4.1 entry seam.
 
-use super::{rms_factor, sigmoid, sum_squares};
+use super::{rms_factor, sigmoid, tree_sum_squares};
 use crate::spec::Config;
 use half::bf16;
 use rayon::prelude::*;
@@ -53,10 +53,11 @@ pub fn dot_bf16_f32(a: &[bf16], b: &[f32]) -> f32 {
 }
 
 /// Step 2-3 for one token: `m[c] = rinv * sum_k xf[k] * fn[c][k]` with `rinv` over `count`
-/// elements. `xs` is the token's flattened input (K elements).
-pub fn project_token(xs: &[bf16], fn_: &[f32], count: usize, eps: f32, m: &mut [f32]) {
+/// elements. `xs` is the token's flattened input (K elements: streams of `h` channels), its sum
+/// of squares taken in the canonical order ([`tree_sum_squares`]).
+pub fn project_token(xs: &[bf16], h: usize, fn_: &[f32], count: usize, eps: f32, m: &mut [f32]) {
     let k = xs.len();
-    let rinv = rms_factor(sum_squares(xs), count, eps);
+    let rinv = rms_factor(tree_sum_squares(xs, h), count, eps);
     for (c, mc) in m.iter_mut().enumerate() {
         *mc = rinv * dot_bf16_f32(xs, &fn_[c * k..(c + 1) * k]);
     }
@@ -168,7 +169,7 @@ fn gates_rows(
         .zip(rows.par_chunks(k.max(1)))
         .for_each(|(((pre, post), comb), r)| {
             let mut m = vec![0f32; cfg.mixes()];
-            project_token(r, fn_, k, cfg.rms_eps, &mut m);
+            project_token(r, cfg.hidden, fn_, k, cfg.rms_eps, &mut m);
             gates_from_mixes(cfg, &m, scale, base, pre, post, comb);
         });
     g
@@ -206,7 +207,7 @@ pub fn head_gates(cfg: &Config, residual: &[bf16], w: MixWeights<'_>) -> Vec<f32
         .zip(residual.par_chunks(k))
         .for_each(|(p, r)| {
             let mut m = vec![0f32; n];
-            project_token(r, w.fn_, k, cfg.rms_eps, &mut m);
+            project_token(r, cfg.hidden, w.fn_, k, cfg.rms_eps, &mut m);
             for j in 0..n {
                 p[j] = sigmoid(m[j] * w.scale[0] + w.base[j]) + cfg.hc_eps;
             }
