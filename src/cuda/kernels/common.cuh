@@ -448,6 +448,11 @@ __device__ __forceinline__ void st_async_f32x2(u32 a, float x, float y, u32 bar)
                "f"(x), "f"(y), "r"(bar)
                : "memory");
 }
+__device__ __forceinline__ void st_async_f32(u32 a, float x, u32 bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(a),
+               "r"(__float_as_uint(x)), "r"(bar)
+               : "memory");
+}
 __device__ __forceinline__ void st_async_f64(u32 a, double x, u32 bar) {
   asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b64 [%0], %1, [%2];" ::"r"(a),
                "l"(__double_as_longlong(x)), "r"(bar)

@@ -19,15 +19,12 @@
 // fixed sequence of MMAs, and chunk partials are combined by a pairwise tree over the chunk index
 // padded with zeros to a power of two. The levels below W are summed inside the block, the rest
 // by the tile's last block; every split gives the same tree, hence the same bits, whatever T, W,
-// the tile size or the token's row. Sums of squares are accumulated in f64. A bf16 value's
-// square has at most 16 significant bits, so the sum is exact, in any order, while every square
-// lies within f64's 53 bits of the running sum (for a row of N(0, 1) values: elements down to
-// about 2^-12). Smaller nonzero elements, a few in most rows at realistic scales, leave the last
-// f64 bit to the order, and the orders differ between plans (W) and kernels (the cluster kernel
-// sums by block). rms_factor rounds the mean to f32 before anything else, so the factor differs
-// only where that bit crosses an f32 rounding boundary: the bits agree across plans and kernels
-// except in about 10^-10 of rows (PERF_NOTES.md, "The f64 sums of squares", has the simulation).
-// A fixed tree for the sums, like the mixes', would remove it.
+// the tile size or the token's row. The f64 sums of squares take the same kind of fixed order,
+// the canonical one of reference::tree_sum_squares: a lane sums its 8 channels (stream by
+// stream), a quad pairs its lanes into the chunk's value, and the chunks are added by the
+// pairwise tree over the chunk index. The order matters: a bf16 square is exact, but an f64 add
+// drops the low bits of a square far below the running sum (PERF_NOTES.md, "The f64 sums of
+// squares"), so every kernel and plan must add in the same order to give the same RMS factors.
 //
 // Programmatic dependent launch. The engine launches these kernels so that they may start while
 // the previous kernel of the stream runs: a block stages its fn slice and the gates' weights,
@@ -117,25 +114,111 @@ __device__ __forceinline__ void load_fn_step(const float* sfn, int rstride, int 
   }
 }
 
-// Sums v over each row's tpr consecutive threads (a power of two); the row's first thread gets
-// the total. Shuffles inside a warp, then shared memory across the row's warps (f64: the header
-// says when the order matters). All threads of the block call it.
-__device__ __forceinline__ void row_sum(double& v, int tpr, float* scratch) {
-  const int wl = min(tpr, WARP);
-  for (int o = wl / 2; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
-  if (tpr > WARP) {
-    double* red = (double*)scratch;
-    const int warp = threadIdx.x / WARP;
-    __syncthreads();  // earlier readers of scratch are done
-    if (threadIdx.x % WARP == 0) red[warp] = v;
-    __syncthreads();
-    if (threadIdx.x % tpr == 0) {
-      const int per = tpr / WARP;
-      double t = 0.0;
-      for (int k = 0; k < per; ++k) t += red[warp + k];
-      v = t;
+// Pairwise tree over a sequence of f64 values pushed in order (push k is leaf k; the canonical
+// order of the sums of squares, header): after n pushes lev[l] holds, for each set bit l of n, a
+// whole subtree of 2^l leaves. finish(n) adds them smallest first, which is the tree over n
+// leaves padded with zeros to a power of two (x + 0 = x). Up to 2^16 leaves.
+struct TreeStack {
+  double lev[16];
+  __device__ __forceinline__ void push(double v, int k) {
+#pragma unroll
+    for (int l = 0; l < 16; ++l) {
+      if (!((k >> l) & 1)) {
+        lev[l] = v;
+        break;
+      }
+      v = lev[l] + v;
     }
   }
+  __device__ __forceinline__ double finish(int n) {
+    double acc = 0.0;
+    bool any = false;
+#pragma unroll
+    for (int l = 0; l < 16; ++l) {
+      if ((n >> l) & 1) {
+        acc = any ? lev[l] + acc : lev[l];
+        any = true;
+      }
+    }
+    return acc;
+  }
+};
+
+// tree_f64_cg past 32 values (plans with small W): one at a time through a TreeStack. Not
+// inlined: its stack would otherwise cost the tile kernel registers (spills).
+__device__ __noinline__ double tree_f64_cg_long(const double* p, int stride, int n) {
+  TreeStack st;
+  for (int k = 0; k < n; ++k) st.push(ld_cg_f64(p + (size_t)k * stride), k);
+  return st.finish(n);
+}
+
+// The pairwise tree over n f64 values p[k * stride] (records in L2), zeros past n. Up to 32
+// values every load is issued before the first add (one round trip).
+__device__ __forceinline__ double tree_f64_cg(const double* p, int stride, int n) {
+  if (n <= 32) {
+    double v[32];
+#pragma unroll
+    for (int k = 0; k < 32; ++k) v[k] = k < n ? ld_cg_f64(p + (size_t)k * stride) : 0.0;
+#pragma unroll
+    for (int s = 1; s < 32; s <<= 1) {
+#pragma unroll
+      for (int k = 0; k < 32; k += 2 * s) v[k] += v[k + s];
+    }
+    return v[0];
+  }
+  return tree_f64_cg_long(p, stride, n);
+}
+
+// The pairwise tree over the f64 values leaves[0..n) (zeros past n, padded to pw, a power of two
+// >= n) by one warp; every lane gets the total. Lane l sums the aligned range of cpl = pw / 32
+// (at least 1, at most 16) values from l * cpl pairwise, then the lanes are paired by shuffles.
+// All lanes of the warp call it.
+__device__ __forceinline__ double warp_tree_f64(const double* leaves, int n, int pw) {
+  const int lane = threadIdx.x % WARP;
+  const int cpl = pw > WARP ? pw / WARP : 1;
+  double v[16];
+#pragma unroll
+  for (int l = 0; l < 16; ++l) {
+    const int c = lane * cpl + l;
+    v[l] = l < cpl && c < n ? leaves[c] : 0.0;
+  }
+#pragma unroll
+  for (int s = 1; s < 16; s <<= 1) {
+#pragma unroll
+    for (int l = 0; l < 16; l += 2 * s) v[l] += v[l + s];
+  }
+  double t = v[0];
+  for (int o = 1; o < WARP; o <<= 1) t += __shfl_xor_sync(FULL_MASK, t, o);
+  return t;
+}
+
+// The pairwise tree over up to 8 f64 values v[0..n) (zeros past n), in place; returns the sum.
+__device__ __forceinline__ double tree8_f64(double v[8], int n) {
+#pragma unroll
+  for (int w = 0; w < 8; ++w)
+    if (w >= n) v[w] = 0.0;
+  v[0] += v[1]; v[2] += v[3]; v[4] += v[5]; v[6] += v[7];
+  v[0] += v[2]; v[4] += v[6];
+  return v[0] + v[4];
+}
+
+// A row's total over its warp-rows (per consecutive warps, a power of two <= 8, each holding its
+// part in every lane), pairwise in warp order; the row's first thread (tid % tpr == 0) gets it.
+// All threads of the block call it.
+__device__ __forceinline__ double row_tree(double v, int tpr, float* scratch) {
+  if (tpr <= WARP) return v;
+  double* red = (double*)scratch;
+  const int warp = threadIdx.x / WARP, per = tpr / WARP;
+  __syncthreads();  // earlier readers of scratch are done
+  if (threadIdx.x % WARP == 0) red[warp] = v;
+  __syncthreads();
+  if (threadIdx.x % tpr == 0) {
+    double t[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) t[k] = k < per ? red[warp + k] : 0.0;
+    v = tree8_f64(t, per);
+  }
+  return v;
 }
 
 // The tile's carried coefficients in shared memory, [tt][COEF]: post 4, comb 16, pre 4 (zeros
@@ -678,20 +761,9 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch, cons
         }
         gsum[i] = v[0];
       } else {
+        // The upper levels of the sums of squares' tree (pairwise over the records).
         const int r = (i - nm_items) / 2, which = (i - nm_items) % 2;
-        const double* rec = p.rec_ss + (size_t)(row0 + r) * p.nrec * 2 + which;
-        double acc = 0.0;
-        if (p.nrec <= 32) {
-          // Every load issued before the first add (one round trip).
-          double v[32];
-#pragma unroll
-          for (int k = 0; k < 32; ++k) v[k] = k < p.nrec ? ld_cg_f64(rec + (size_t)k * 2) : 0.0;
-#pragma unroll
-          for (int k = 0; k < 32; ++k) acc += v[k];
-        } else {
-          for (int k = 0; k < p.nrec; ++k) acc += ld_cg_f64(rec + (size_t)k * 2);
-        }
-        s_ss[r][which] = acc;
+        s_ss[r][which] = tree_f64_cg(p.rec_ss + (size_t)(row0 + r) * p.nrec * 2 + which, 2, p.nrec);
       }
     }
     __syncthreads();
@@ -782,14 +854,29 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch, cons
   // their stores for all the compiler knows, so a plain loop pays one memory round trip per
   // iteration; a batch's loads are all issued before its first store.
   if (!CARRIED) {
-    constexpr int NB = 2;  // 4 streams x 16 bytes per iteration
-    double ss = 0.0;
-    for (int it0 = 0; it0 < iters; it0 += NB) {
+    // The collapse with this tile's pre, and its norm's sum of squares in the canonical order.
+    // A row's tpr threads form warp-rows (lw lanes of one warp; per of them a row); warp-row wr
+    // takes the aligned range of span consecutive chunks from wr * span, its qw quads qw
+    // consecutive chunks a step (a step's loads coalesced): the chunks' values (lane sums, then
+    // quad pairs) are summed over the quads by shuffles (the tree's lowest levels), the steps'
+    // sums by a TreeStack, and the warp-rows' by row_tree. Chunks past H are zeros.
+    constexpr int NB = 2;  // steps whose loads are in flight together (4 streams x 16 bytes each)
+    const int lw = min(tpr, WARP), qw = lw / 4, per = tpr / lw;
+    const int chunks = (H8 + 3) / 4;
+    int cpad = 1;
+    while (cpad < chunks) cpad <<= 1;
+    const int span = max(qw, cpad / per);  // a power of two
+    const int c0 = (lr / lw) * span;        // the warp-row's first chunk
+    // Steps with a chunk inside H (warp-uniform; the rest of the range adds zeros).
+    const int steps = min(span, max(0, chunks - c0)) / qw + (min(span, max(0, chunks - c0)) % qw != 0);
+    const int vbase = 4 * (c0 + (lr % lw) / 4) + (lr % 4);  // step 0's vector
+    TreeStack tree;
+    for (int s0 = 0; s0 < steps; s0 += NB) {
       uint4 sv[NB][NS];
 #pragma unroll
       for (int b = 0; b < NB; ++b) {
-        const int v = lr + (it0 + b) * tpr;
-        const bool ok = row_ok && it0 + b < iters && v < H8;
+        const int v = vbase + 4 * qw * (s0 + b);
+        const bool ok = row_ok && s0 + b < steps && v < H8;
 #pragma unroll
         for (int j = 0; j < NS; ++j) {
           const bf16_t* ptr = (PM ? p.residual_out : p.residual) + ((size_t)tok * NS + j) * p.H + 8 * v;
@@ -798,8 +885,9 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch, cons
       }
 #pragma unroll
       for (int b = 0; b < NB; ++b) {
-        const int v = lr + (it0 + b) * tpr;
-        const bool ok = row_ok && it0 + b < iters && v < H8;
+        if (s0 + b >= steps) break;  // block-uniform
+        const int v = vbase + 4 * qw * (s0 + b);
+        const bool ok = row_ok && v < H8;
         float c[8];
 #pragma unroll
         for (int e = 0; e < 8; ++e) c[e] = 0.0f;
@@ -816,21 +904,25 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch, cons
           }
         }
         if (has_norm) {
+          double sq = 0.0;
           if (ok) {
             const uint4 cb = pack8(c);
             *(uint4*)(p.layer_input + (size_t)tok * p.H + 8 * v) = cb;
             float cr[8];
             unpack8(cb, cr);
 #pragma unroll
-            for (int e = 0; e < 8; ++e) ss += (double)(cr[e] * cr[e]);
+            for (int e = 0; e < 8; ++e) sq += (double)(cr[e] * cr[e]);
           }
+          // The chunk's value (the quad's pairs), then the step's chunks pairwise over the quads.
+          for (int o = 1; o < lw; o <<= 1) sq += __shfl_xor_sync(FULL_MASK, sq, o);
+          tree.push(sq, s0 + b);
         } else {
           emit_li(p, tok, 8 * v, c, ok, (v & 3) == 0);
         }
       }
     }
     if (has_norm) {
-      row_sum(ss, tpr, scratch);
+      const double ss = row_tree(steps > 0 ? tree.finish(steps) : 0.0, tpr, scratch);
       if (lr == 0 && row_ok) s_rinv[r] = rms_factor(ss, p.H, p.norm_eps);
       __syncthreads();
     }
@@ -1010,15 +1102,13 @@ __device__ void seam_kernel_body(const FusedParams& p) {
         p.rec_m[((size_t)(row0 + r) * p.nrec + grp) * S::NM + mix] = v[0];
       }
     }
-    for (int r = tid; r < rows; r += blockDim.x) {
-      double sg = 0.0, sn = 0.0;
-      for (int w = 0; w < p.W; ++w) {
-        sg += sss[(w * MAXTT + r) * 2];
-        sn += sss[(w * MAXTT + r) * 2 + 1];
-      }
-      double* rec = p.rec_ss + ((size_t)(row0 + r) * p.nrec + grp) * 2;
-      rec[0] = sg;
-      rec[1] = sn;
+    // The sums of squares' tree over the block's W chunks, as the mixes' above: one thread per
+    // (row, gate or norm).
+    for (int i = tid; i < rows * 2; i += blockDim.x) {
+      double v[8];
+#pragma unroll
+      for (int w = 0; w < 8; ++w) v[w] = w < p.W ? sss[(w * MAXTT + i / 2) * 2 + i % 2] : 0.0;
+      p.rec_ss[((size_t)(row0 + i / 2) * p.nrec + grp) * 2 + i % 2] = tree8_f64(v, p.W);
     }
     STAMP(p.timeline, 7);
     // After its last tile's records the block lets the next kernel start placing blocks (they
@@ -1067,10 +1157,11 @@ SEAM_KERNEL(mhc_final, 0, 4, 0, 1)
 // (one warp each, every phase as in the tile kernel: the same loads, post_map, collapse and MMA
 // sequence, so the same partials) and has one more warp, the gate warp. Block rank finishes the
 // tile's rows rank, rank + CL, ...: every warp stores its chunk's partials of a row (the tree's
-// leaf) and its sum of squares straight into the shared memory of the row's block, and every
-// block stores its norm sums of squares into every block, all by st.async counted on the
-// receiving block's mbarrier; each block waits on its own mbarrier, and then has what it needs in
-// its own shared memory. No records in global memory, no fence and atomic, no finisher loading
+// leaf) and its two sums of squares straight into the shared memory of the row's block, by
+// st.async counted on the receiving block's mbarrier; each block waits on its own mbarrier, and
+// then has what it needs in its own shared memory. The row's block sums the norm's leaves by the
+// canonical tree and sends the norm's factor back to every block (a second mbarrier), which
+// scales its chunks of the row with it. No records in global memory, no fence and atomic, no finisher loading
 // them back from L2, and no cluster-wide barrier after the one that publishes the mbarriers at
 // the start (a release arrive there would wait for every global store: MEMBAR.GPU). The tree over chunks is the tile kernel's (pairwise
 // over the chunk index padded to a power of two: groups of CL_GROUP leaves, then the groups), so
@@ -1123,8 +1214,9 @@ __device__ void seam_cluster_body(const FusedParams& p) {
 
   // Dynamic shared memory (sized in plan.rs): [fn slice: NIN * NMIX rows of rstride float4, or
   // with PREP the block's chunks of the prepared fn][leaves: OWN x chunks x NM f32][lss: OWN x
-  // chunks f64][wss: W x TT f64]. The upper tree's buffers reuse fn's space once every warp of
-  // the block is past its projection: [gss: OWN x ngrp f64][gsum: OWN x ngrp x NM f32].
+  // chunks f64][wss: W x TT f64][lnss: OWN x chunks f64]. The upper tree's buffers reuse fn's
+  // space once every warp of the block is past its projection: [gss: OWN x ngrp f64][gsum: OWN x
+  // ngrp x NM f32].
   const int rstride = W * 8 + 1;  // the block's W chunks, padded by one float4 (bank offset)
   // PREP: the block's chunks of the prepared fn, [W][NIN][2 halves][FNP_STEP_BYTES].
   const size_t fn_bytes = PREP ? (size_t)W * NIN * FNP_STREAM_BYTES : (size_t)NIN * NMIX * rstride * 16;
@@ -1132,17 +1224,19 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   float* sfn = (float*)smem;
   float* leaves = (float*)(smem + (fn_bytes > up_bytes ? fn_bytes : up_bytes));
   double* lss = (double*)(leaves + (size_t)OWN * chunks * NM);
-  double* wss = lss + OWN * chunks;
+  double* wss = lss + OWN * chunks;  // a warp's norm sums of squares of its rows (tiles of 32)
+  double* lnss = wss + W * TT;       // the norm's leaves of the rows finished here
   double* gss = (double*)smem;
   float* gsum = (float*)(gss + OWN * ngrp);
   __shared__ float s_gw[3 + NMIX];
   __shared__ float s_coef[TT * COEF];
-  __shared__ double s_css[TT][CL_MAX];  // each block's norm sum of squares per row
+  __shared__ float s_rinv[TT];          // the norm's factor per row, from the row's block
   __shared__ float s_m[MAXOWN][NM];     // per row finished here (index o)
   __shared__ float4 s_nw[CL_WARPS * CHUNK / 4];  // the norm weight of the block's chunks
   __shared__ double s_ssg[MAXOWN];      // the same
   __shared__ unsigned long long s_fnbar;   // fn's bulk copies
   __shared__ unsigned long long s_redbar;  // the other blocks' stores of leaves and sums
+  __shared__ unsigned long long s_nbar;    // the norm's factors from the rows' blocks
 
   STAMP(p.timeline, 0);
   if (tid < 3) s_gw[tid] = p.scale[tid];
@@ -1158,11 +1252,14 @@ __device__ void seam_cluster_body(const FusedParams& p) {
       if (lane == 0) {
         mbar_init(&s_fnbar, 1);
         mbar_init(&s_redbar, 1);
+        mbar_init(&s_nbar, 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         mbar_expect_tx(&s_fnbar, fn_tx);
-        // What the other blocks will store here: every block's norm sum of every row, and every
-        // chunk's leaf (NM f32) and gate sum of squares (f64) of each row finished here.
-        mbar_expect_tx(&s_redbar, (u32)(rows * CL * 8 + own * chunks * (NM * 4 + 8)));
+        // What the other blocks will store here: every chunk's leaf (NM f32), gate sum of squares
+        // (f64) and norm sum of squares (f64) of each row finished here; and every row's norm
+        // factor (f32) from the row's block.
+        mbar_expect_tx(&s_redbar, (u32)(own * chunks * (NM * 4 + 8 + (has_norm ? 8 : 0))));
+        if (has_norm) mbar_expect_tx(&s_nbar, (u32)(rows * 4));
       }
       __syncwarp();
       if (PREP) {
@@ -1205,7 +1302,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   }
   uint4 av[MT][2][NIN], cb[MT][2];
   // The warps' norm sums of squares of their rows: kept in registers through the projection and
-  // stored after it, or (EARLY, tiles of 32, short of registers) stored before it.
+  // sent after it, or (EARLY, tiles of 32, short of registers) stored before it.
   constexpr bool EARLY = MT == 2;
   double ssn[MT][2];
   if constexpr (CPL > 0) {
@@ -1233,7 +1330,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
       ew_compute<PM, NIN, CARRIED, false>(p, s_coef + m * MAXTT * COEF, g, q, tok[m], ok[m], h,
                                           rows > MAXTT * m + 8, xv[m], rv[m], av[m], cb[m], ssn[m]);
       if (EARLY) {
-        // Quad sums (f64, see the header).
+        // Quad sums (the chunk's value, header).
 #pragma unroll
         for (int rr = 0; rr < 2; ++rr) {
           ssn[m][rr] += __shfl_xor_sync(FULL_MASK, ssn[m][rr], 1);
@@ -1275,22 +1372,19 @@ __device__ void seam_cluster_body(const FusedParams& p) {
             const int c0 = nt * 8 + 2 * q;
             if (c0 < NMIX) st_async_f32x2(a + c0 * 4, d[m][nt][2 * rr], d[m][nt][2 * rr + 1], bar);
           }
-          if (q == 0) st_async_f64(cluster_map(lss + o * chunks + chunk, owner), ssg[m][rr], bar);
+          if (q == 0) {
+            st_async_f64(cluster_map(lss + o * chunks + chunk, owner), ssg[m][rr], bar);
+            if (has_norm)
+              st_async_f64(cluster_map(lnss + o * chunks + chunk, owner), EARLY ? wss[warp * TT + r] : ssn[m][rr],
+                           bar);
+          }
         }
-        if (!EARLY && q == 0) wss[warp * TT + r] = ssn[m][rr];
       }
     }
   } else {
     cluster_wait();
   }
   __syncthreads();
-  // The block's norm sums of squares, one per row, into every block.
-  if (tid < rows) {
-    double sn = 0.0;
-    for (int w = 0; w < W; ++w) sn += wss[w * TT + tid];
-    for (int b = 0; b < CL; ++b)
-      st_async_f64(cluster_map(&s_css[tid][rank], (u32)b), sn, cluster_map(&s_redbar, (u32)b));
-  }
   STAMP(p.timeline, 7);
   // Everything the next kernel's blocks must not overwrite has been read: let it start placing
   // them (they stage their weights, then wait for this grid).
@@ -1340,6 +1434,19 @@ __device__ void seam_cluster_body(const FusedParams& p) {
       gss[o * ngrp + gi] = v[0];
     }
   }
+  // The norm's factor of each row finished here, by the canonical tree over its chunks' leaves,
+  // sent to every block. Warp W - 1 - o takes row o (the chunk warps from the last, which have
+  // the fewest of the loop's items above).
+  if (has_norm && warp < W) {
+    for (int o = W - 1 - warp; o < own; o += W) {
+      const double sn = warp_tree_f64(lnss + o * chunks, chunks, pw);
+      if (lane < CL) {
+        const int r = rank + o * CL;
+        st_async_f32(cluster_map(&s_rinv[r], (u32)lane), rms_factor(sn, p.H, p.norm_eps),
+                     cluster_map(&s_nbar, (u32)lane));
+      }
+    }
+  }
   __syncthreads();
   if (rank == 0) STAMP(p.timeline, 9);
   // The upper levels of the tree, over the groups (pairwise, ngrp a power of two; the padding
@@ -1359,9 +1466,16 @@ __device__ void seam_cluster_body(const FusedParams& p) {
       }
       s_m[o][mix] = v[0];
     } else {
-      double t = 0.0;
-      for (int l = 0; l < ngrp_used; ++l) t += gss[o * ngrp + l];
-      s_ssg[o] = t;
+      double v[CL_MAXGRP];
+#pragma unroll
+      for (int l = 0; l < CL_MAXGRP; ++l) v[l] = l < ngrp_used ? gss[o * ngrp + l] : 0.0;
+#pragma unroll
+      for (int s = 1; s < CL_MAXGRP; s <<= 1) {
+        if (s >= ngrp) break;
+#pragma unroll
+        for (int l = 0; l < CL_MAXGRP; l += 2 * s) v[l] += v[l + s];
+      }
+      s_ssg[o] = v[0];
     }
   }
   __syncthreads();
@@ -1389,9 +1503,9 @@ __device__ void seam_cluster_body(const FusedParams& p) {
       if (stamp) STAMP_BY(p.timeline, 11);
     }
   } else if (has_norm) {
-    // The RMSNorm of the block's chunks of the layer input, from the collapse kept in registers;
-    // each lane forms its rows' factors from the blocks' norm sums of squares (off the gates'
-    // path).
+    // The RMSNorm of the block's chunks of the layer input, from the collapse kept in registers,
+    // with the rows' factors from their blocks (off the gates' path).
+    mbar_wait_cluster(&s_nbar, 0);
     const float4 nw0 = s_nw[(warp * CHUNK + 8 * q) / 4], nw1 = s_nw[(warp * CHUNK + 8 * q) / 4 + 1];
     const float w8[8] = {nw0.x, nw0.y, nw0.z, nw0.w, nw1.x, nw1.y, nw1.z, nw1.w};
 #pragma unroll
@@ -1400,12 +1514,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
       for (int rr = 0; rr < 2; ++rr) {
         const int r = g + 8 * rr + MAXTT * m;
         if (rows <= MAXTT * m + 8 * rr) break;  // warp-uniform: no row here or after
-        float rinv = 0.0f;
-        if (ok[m][rr]) {
-          double sn = 0.0;
-          for (int b = 0; b < CL; ++b) sn += s_css[r][b];
-          rinv = rms_factor(sn, p.H, p.norm_eps);
-        }
+        const float rinv = ok[m][rr] ? s_rinv[r] : 0.0f;
         float c[8], val[8];
         unpack8(cb[m][rr], c);
 #pragma unroll
