@@ -114,6 +114,20 @@ __device__ __forceinline__ void load_fn_step(const float* sfn, int rstride, int 
   }
 }
 
+// The pairwise tree over v[0..N) in place (N a power of two), its levels below `width` only (a
+// power of two, N: all): returns v[0], the sum of v[0..width) as (v0 + v1) + (v2 + v3) and so on
+// up, the canonical order of every reduction here (header).
+template <typename T, int N>
+__device__ __forceinline__ T pairwise(T (&v)[N], int width = N) {
+#pragma unroll
+  for (int s = 1; s < N; s <<= 1) {
+    if (s >= width) break;
+#pragma unroll
+    for (int k = 0; k < N; k += 2 * s) v[k] += v[k + s];
+  }
+  return v[0];
+}
+
 // Pairwise tree over a sequence of f64 values pushed in order (push k is leaf k; the canonical
 // order of the sums of squares, header): after n pushes lev[l] holds, for each set bit l of n, a
 // whole subtree of 2^l leaves. finish(n) adds them smallest first, which is the tree over n
@@ -159,12 +173,7 @@ __device__ __forceinline__ double tree_f64_cg(const double* p, int stride, int n
     double v[32];
 #pragma unroll
     for (int k = 0; k < 32; ++k) v[k] = k < n ? ld_cg_f64(p + (size_t)k * stride) : 0.0;
-#pragma unroll
-    for (int s = 1; s < 32; s <<= 1) {
-#pragma unroll
-      for (int k = 0; k < 32; k += 2 * s) v[k] += v[k + s];
-    }
-    return v[0];
+    return pairwise(v);
   }
   return tree_f64_cg_long(p, stride, n);
 }
@@ -182,24 +191,17 @@ __device__ __forceinline__ double warp_tree_f64(const double* leaves, int n, int
     const int c = lane * cpl + l;
     v[l] = l < cpl && c < n ? leaves[c] : 0.0;
   }
-#pragma unroll
-  for (int s = 1; s < 16; s <<= 1) {
-#pragma unroll
-    for (int l = 0; l < 16; l += 2 * s) v[l] += v[l + s];
-  }
-  double t = v[0];
+  double t = pairwise(v);
   for (int o = 1; o < WARP; o <<= 1) t += __shfl_xor_sync(FULL_MASK, t, o);
   return t;
 }
 
 // The pairwise tree over up to 8 f64 values v[0..n) (zeros past n), in place; returns the sum.
-__device__ __forceinline__ double tree8_f64(double v[8], int n) {
+__device__ __forceinline__ double tree8_f64(double (&v)[8], int n) {
 #pragma unroll
   for (int w = 0; w < 8; ++w)
     if (w >= n) v[w] = 0.0;
-  v[0] += v[1]; v[2] += v[3]; v[4] += v[5]; v[6] += v[7];
-  v[0] += v[2]; v[4] += v[6];
-  return v[0] + v[4];
+  return pairwise(v);
 }
 
 // A row's total over its warp-rows (per consecutive warps, a power of two <= 8, each holding its
@@ -754,12 +756,7 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch, cons
         float v[32];
 #pragma unroll
         for (int k = 0; k < 32; ++k) v[k] = k0 + k < p.nrec ? ld_cg_f32(rec + (size_t)k * NM) : 0.0f;
-#pragma unroll
-        for (int s = 1; s < 32; s <<= 1) {
-#pragma unroll
-          for (int k = 0; k < 32; k += 2 * s) v[k] += v[k + s];
-        }
-        gsum[i] = v[0];
+        gsum[i] = pairwise(v);
       } else {
         // The upper levels of the sums of squares' tree (pairwise over the records).
         const int r = (i - nm_items) / 2, which = (i - nm_items) % 2;
@@ -1412,12 +1409,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
         const float x = src[(size_t)min(c, chunks - 1) * NM];
         v[l] = c < chunks ? x : 0.0f;
       }
-#pragma unroll
-      for (int s = 1; s < CL_GROUP; s <<= 1) {
-#pragma unroll
-        for (int l = 0; l < CL_GROUP; l += 2 * s) v[l] += v[l + s];
-      }
-      gsum[(o * ngrp + gi) * NM + mix] = v[0];
+      gsum[(o * ngrp + gi) * NM + mix] = pairwise(v);
     } else {
       double v[CL_GROUP];
 #pragma unroll
@@ -1426,12 +1418,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
         const double x = lss[o * chunks + min(c, chunks - 1)];
         v[l] = c < chunks ? x : 0.0;
       }
-#pragma unroll
-      for (int s = 1; s < CL_GROUP; s <<= 1) {
-#pragma unroll
-        for (int l = 0; l < CL_GROUP; l += 2 * s) v[l] += v[l + s];
-      }
-      gss[o * ngrp + gi] = v[0];
+      gss[o * ngrp + gi] = pairwise(v);
     }
   }
   // The norm's factor of each row finished here, by the canonical tree over its chunks' leaves,
@@ -1458,24 +1445,12 @@ __device__ void seam_cluster_body(const FusedParams& p) {
       float v[CL_MAXGRP];
 #pragma unroll
       for (int l = 0; l < CL_MAXGRP; ++l) v[l] = l < ngrp_used ? gs[l * NM] : 0.0f;
-#pragma unroll
-      for (int s = 1; s < CL_MAXGRP; s <<= 1) {
-        if (s >= ngrp) break;
-#pragma unroll
-        for (int l = 0; l < CL_MAXGRP; l += 2 * s) v[l] += v[l + s];
-      }
-      s_m[o][mix] = v[0];
+      s_m[o][mix] = pairwise(v, ngrp);
     } else {
       double v[CL_MAXGRP];
 #pragma unroll
       for (int l = 0; l < CL_MAXGRP; ++l) v[l] = l < ngrp_used ? gss[o * ngrp + l] : 0.0;
-#pragma unroll
-      for (int s = 1; s < CL_MAXGRP; s <<= 1) {
-        if (s >= ngrp) break;
-#pragma unroll
-        for (int l = 0; l < CL_MAXGRP; l += 2 * s) v[l] += v[l + s];
-      }
-      s_ssg[o] = v[0];
+      s_ssg[o] = pairwise(v, ngrp);
     }
   }
   __syncthreads();
