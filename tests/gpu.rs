@@ -797,15 +797,12 @@ fn every_row_of_a_batch_of_128_matches_the_token_alone() {
 /// for every op of the seam family, at several rows of batches of 1 to 2000 tokens, in the default
 /// plan, the tile kernel, clusters of 16 and three other tile plans (two of them persistent, one
 /// with W = 1, whose records take the long tree), the same gates and layer input everywhere, and
-/// the layer input of the canonical factor (the CPU reference's).
+/// the layer input of the canonical factor (the CPU reference's); at H = 4096, and at fewer T at
+/// H = 5120 and 7168.
 #[test]
 fn sums_of_squares_take_the_canonical_order_everywhere() {
     gpu!(e, PathChoice::Fused);
-    let c = cfg(4, 4096);
-    let tok = order_sensitive_token(&c, 7);
-    let want_li = tok.layer_input();
     let clusters = has_clusters(&e);
-    let h = c.hidden;
     type Forced = (&'static str, Option<u32>, Option<(u32, u32, u32, u32)>);
     let forced: [Forced; 6] = [
         ("the default plan", None, None),
@@ -815,58 +812,70 @@ fn sums_of_squares_take_the_canonical_order_everywhere() {
         ("tile plan (2, 4, 16, 5)", Some(0), Some((2, 4, 16, 5))),
         ("tile plan (4, 4, 8, 0)", Some(0), Some((4, 4, 8, 0))),
     ];
-    for op in SEAM_FAMILY {
-        let mut first: Option<(Vec<u32>, String)> = None;
-        for t in [1usize, 2, 5, 20, 40, 150, 300, 2000] {
-            let spec = InputSpec {
-                op,
-                t,
-                norm: op != Op::Head,
-                proj_nk: (0, 0),
-            };
-            // One seed for every T: the same weights (synth draws them from the seed alone).
-            let mut m = synth::inputs(&c, &spec, 100);
-            let mut rows = vec![0, t / 2, t - 1];
-            rows.dedup();
-            put_order_sensitive(&mut m, op, &rows, &tok);
-            let args = OpArgs::from_map(op, &c, &m, false).unwrap();
-            for (name, cl, plan) in forced {
-                if cl == Some(16) && !clusters {
-                    continue;
-                }
-                e.set_cluster_override(cl);
-                e.set_plan_override(plan);
-                let (out, route) = e.execute(&args).unwrap();
-                assert_eq!(route.path, "fused");
-                let li = out.layer_input.as_ref().or(out.out.as_ref()).unwrap();
-                for &r in &rows {
-                    let at = format!("T={t} row {r} in {name} ({})", route.kernels.join(", "));
-                    let li_r = &li[r * h..(r + 1) * h];
-                    if op != Op::Head {
-                        assert!(
-                            same_bits(li_r, &want_li),
-                            "{op} at {at}: the layer input is not that of the canonical factor"
+    for (h, ts) in [
+        (4096, &[1usize, 2, 5, 20, 40, 150, 300, 2000][..]),
+        (5120, &[1, 5, 40, 150, 2000][..]),
+        (7168, &[1, 5, 40, 300][..]),
+    ] {
+        let c = cfg(4, h);
+        let tok = order_sensitive_token(&c, 7);
+        let want_li = tok.layer_input();
+        for op in SEAM_FAMILY {
+            let mut first: Option<(Vec<u32>, String)> = None;
+            for &t in ts {
+                let spec = InputSpec {
+                    op,
+                    t,
+                    norm: op != Op::Head,
+                    proj_nk: (0, 0),
+                };
+                // One seed for every T: the same weights (synth draws them from the seed alone).
+                let mut m = synth::inputs(&c, &spec, 100);
+                let mut rows = vec![0, t / 2, t - 1];
+                rows.dedup();
+                put_order_sensitive(&mut m, op, &rows, &tok);
+                let args = OpArgs::from_map(op, &c, &m, false).unwrap();
+                for (name, cl, plan) in forced {
+                    if cl == Some(16) && !clusters {
+                        continue;
+                    }
+                    e.set_cluster_override(cl);
+                    e.set_plan_override(plan);
+                    let (out, route) = e.execute(&args).unwrap();
+                    assert_eq!(route.path, "fused");
+                    let li = out.layer_input.as_ref().or(out.out.as_ref()).unwrap();
+                    for &r in &rows {
+                        let at = format!(
+                            "H={h} T={t} row {r} in {name} ({})",
+                            route.kernels.join(", ")
                         );
-                    }
-                    let mut bits: Vec<u32> = li_r.iter().map(|b| b.to_bits() as u32).collect();
-                    for v in [&out.pre_out, &out.post_out, &out.comb_out]
-                        .into_iter()
-                        .flatten()
-                    {
-                        let w = v.len() / t;
-                        bits.extend(v[r * w..(r + 1) * w].iter().map(|f| f.to_bits()));
-                    }
-                    match &first {
-                        None => first = Some((bits, at)),
-                        Some((b0, at0)) => assert!(
-                            bits == *b0,
-                            "{op}: the token's gates or layer input at {at} differ from those at {at0}"
-                        ),
+                        let li_r = &li[r * h..(r + 1) * h];
+                        if op != Op::Head {
+                            assert!(
+                                same_bits(li_r, &want_li),
+                                "{op} at {at}: the layer input is not that of the canonical factor"
+                            );
+                        }
+                        let mut bits: Vec<u32> = li_r.iter().map(|b| b.to_bits() as u32).collect();
+                        for v in [&out.pre_out, &out.post_out, &out.comb_out]
+                            .into_iter()
+                            .flatten()
+                        {
+                            let w = v.len() / t;
+                            bits.extend(v[r * w..(r + 1) * w].iter().map(|f| f.to_bits()));
+                        }
+                        match &first {
+                            None => first = Some((bits, at)),
+                            Some((b0, at0)) => assert!(
+                                bits == *b0,
+                                "{op}: the token's gates or layer input at {at} differ from those at {at0}"
+                            ),
+                        }
                     }
                 }
+                e.set_cluster_override(None);
+                e.set_plan_override(None);
             }
-            e.set_cluster_override(None);
-            e.set_plan_override(None);
         }
     }
 }

@@ -334,35 +334,35 @@ fn three_piece_bf16_split_is_exact() {
 /// (`reference::tree_sum_squares`): on a token whose RMS factors depend on the order of the adds
 /// (built so that the canonical and the sequential order give different norm factors, and
 /// different layer inputs at `flips` channels), every op with a layer input gives the layer input
-/// of the canonical factor, in every row of a batch.
+/// of the canonical factor, in every row of a batch, at H = 4096, 5120 and 7168.
 #[test]
 fn the_reference_sums_squares_in_the_canonical_order() {
-    let c = cfg(4, 4096);
-    let tok = order_sensitive_token(&c, 7);
-    let want = tok.layer_input();
-    for op in SEAM_FAMILY {
-        let spec = InputSpec {
-            op,
-            t: 3,
-            norm: op != Op::Head,
-            proj_nk: (0, 0),
-        };
-        let mut m = synth::inputs(&c, &spec, 11);
-        put_order_sensitive(&mut m, op, &[0, 2], &tok);
-        let args = OpArgs::from_map(op, &c, &m, false).unwrap();
-        let (out, _) = CpuBackend.execute(&args).unwrap();
-        let Some(li) = out.layer_input.as_ref().or(out.out.as_ref()) else {
-            continue;
-        };
-        if op == Op::Head {
-            continue; // no norm: the collapse with the head's gates
-        }
-        for row in [0, 2] {
-            assert!(
-                same_bits(&li[row * 4096..(row + 1) * 4096], &want),
-                "{op}: row {row} is not the layer input of the canonical factor ({} channels tell the factors apart)",
-                tok.flips
-            );
+    for h in [4096, 5120, 7168] {
+        let c = cfg(4, h);
+        let tok = order_sensitive_token(&c, 7);
+        let want = tok.layer_input();
+        for op in SEAM_FAMILY {
+            if op == Op::Head {
+                continue; // no norm: the collapse with the head's gates
+            }
+            let spec = InputSpec {
+                op,
+                t: 3,
+                norm: true,
+                proj_nk: (0, 0),
+            };
+            let mut m = synth::inputs(&c, &spec, 11);
+            put_order_sensitive(&mut m, op, &[0, 2], &tok);
+            let args = OpArgs::from_map(op, &c, &m, false).unwrap();
+            let (out, _) = CpuBackend.execute(&args).unwrap();
+            let li = out.layer_input.as_ref().or(out.out.as_ref()).unwrap();
+            for row in [0, 2] {
+                assert!(
+                    same_bits(&li[row * h..(row + 1) * h], &want),
+                    "{op} H={h}: row {row} is not the layer input of the canonical factor ({} channels tell the factors apart)",
+                    tok.flips
+                );
+            }
         }
     }
 }

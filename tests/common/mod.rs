@@ -101,16 +101,18 @@ pub const SEAM_FAMILY: [Op; 7] = [
 
 /// One token whose f64 sums of squares depend on the order of their adds, built so that the
 /// canonical order (`mhc::reference::tree_sum_squares`, the order of every fused GPU kernel) and
-/// others give different RMS factors. H = 4096, so both means (over H and over 4H) divide by a
-/// power of two exactly, and the f32 rounding of the mean depends on the sum alone.
+/// others give different RMS factors. H = 4096, 5120 or 7168: the means (over H and over 4H)
+/// divide a sum built as H times an f32 midpoint exactly, so the f32 rounding of the mean depends
+/// on the sum's last bits alone.
 pub struct OrderSensitiveToken {
     /// Stream 0 of the residual (the token's other streams are zeros), and its x for the entry
-    /// seam. Channels 0..2048 hold values of [2^-7, 2) whose squares sum exactly (in any order)
-    /// to M = 2^11 + (2j + 1) 2^-13, halfway between two f32 values with j even, so M itself
-    /// rounds down. Chunks 64..79 (channels 2048..2560) hold two values of +-2^-23 each, squares
-    /// of 2^-46: the tree adds a chunk's pair, then 16 chunks, to 2^-41, one f64 ulp of M, so it
-    /// gives M + 2^-41, which rounds up; adding them one at a time (or 8 chunks at a time, as the
-    /// tile kernel once did: a tie, rounded to M's even last bit) loses them and gives M.
+    /// seam. Channels 0..2048 hold values of [2^-8, 2) whose squares sum exactly (in any order)
+    /// to M = H (2^24 + 2j + 1) 2^-25, H times a midpoint between two f32 values with j even, so
+    /// M / H rounds down; M lies in [2^11, 2^12), where an f64 ulp is 2^-41. Chunks 64..79
+    /// (channels 2048..2560) hold two values of +-2^-23 each, squares of 2^-46: the tree adds a
+    /// chunk's pair, then 16 chunks, to 2^-41, so it gives M + 2^-41 and (M + 2^-41) / H rounds
+    /// up; adding them one at a time (or 8 chunks at a time, as the tile kernel once did: a tie,
+    /// rounded to M's even last bit) loses them and gives M.
     pub stream0: Vec<bf16>,
     /// RMSNorm weights (f32) for the channels: where one exists, a weight for which
     /// bf16((c * rinv) * w) differs between the canonical factor and the sequential one.
@@ -141,39 +143,44 @@ impl OrderSensitiveToken {
     }
 }
 
-/// Builds an [`OrderSensitiveToken`] for config `c` (H = 4096); panics if none of 200 candidates
-/// makes every factor (the norm's over H, the gates' over 4H and, for the entry seam, over H)
-/// differ between the canonical and the sequential order.
+/// Builds an [`OrderSensitiveToken`] for config `c` (H = 4096, 5120 or 7168); panics if none of
+/// 200 candidates makes every factor (the norm's over H, the gates' over 4H and, for the entry
+/// seam, over H) differ between the canonical and the sequential order.
 pub fn order_sensitive_token(c: &Config, seed: u64) -> OrderSensitiveToken {
     use mhc::reference::{rms_factor, sequential_sum_squares, tree_sum_squares};
     use rand::{RngExt, SeedableRng, seq::SliceRandom};
-    let h = 4096usize;
-    assert_eq!(c.hidden, h, "the construction needs H = 4096");
+    let h = c.hidden;
+    assert!(
+        [4096, 5120, 7168].contains(&h),
+        "the construction needs H = 4096, 5120 or 7168"
+    );
     for j in (0u64..400).step_by(2) {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed.wrapping_add(j));
-        // Squares in units of 2^-14: a bf16 value k / 128 (k in 128..256) squares to k^2 units.
-        let target: u64 = 2048 * 16384 + 4 * j + 2;
+        // Squares in units of 2^-16: a bf16 value k / 128 (k in 128..256) squares to 4 k^2 units.
+        let target: u64 = h as u64 * ((1 << 24) + 2 * j + 1) / 512;
+        assert!((2048 << 16..4096 << 16).contains(&target), "the sum lies in [2^11, 2^12)");
         let mut vals: Vec<f32> = Vec::new();
         let mut sum = 0u64;
-        while target - sum > 2 * 65536 {
+        while target - sum > 8 * 65536 {
             let k: u64 = rng.random_range(128..256);
-            sum += k * k;
+            sum += 4 * k * k;
             vals.push(k as f32 / 128.0);
         }
-        while target - sum >= 16384 {
-            sum += 16384;
+        while target - sum >= 65536 {
+            sum += 65536;
             vals.push(1.0);
         }
         let rem = target - sum;
-        for b in 0..14i32 {
+        for b in 0..16i32 {
             if (rem >> b) & 1 == 1 {
                 if b % 2 == 0 {
-                    vals.push(2f32.powi((b - 14) / 2));
+                    vals.push(2f32.powi((b - 16) / 2));
                 } else {
-                    vals.extend([2f32.powi((b - 15) / 2); 2]);
+                    vals.extend([2f32.powi((b - 17) / 2); 2]);
                 }
             }
         }
+        assert!(vals.len() <= 2048, "{} values", vals.len());
         let mut pos: Vec<usize> = (0..2048).collect();
         pos.shuffle(&mut rng);
         let mut v = vec![bf16::ZERO; h];
