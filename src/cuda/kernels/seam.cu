@@ -845,7 +845,6 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch, cons
 
   // 3) Layer-input passes.
   const int H8 = p.H / 8;
-  const int iters = (H8 + tpr - 1) / tpr;
 
   // Both passes load in explicit batches: their loads (layer_input, residual_out) may alias
   // their stores for all the compiler knows, so a plain loop pays one memory round trip per
@@ -1158,13 +1157,14 @@ SEAM_KERNEL(mhc_final, 0, 4, 0, 1)
 // st.async counted on the receiving block's mbarrier; each block waits on its own mbarrier, and
 // then has what it needs in its own shared memory. The row's block sums the norm's leaves by the
 // canonical tree and sends the norm's factor back to every block (a second mbarrier), which
-// scales its chunks of the row with it. No records in global memory, no fence and atomic, no finisher loading
-// them back from L2, and no cluster-wide barrier after the one that publishes the mbarriers at
-// the start (a release arrive there would wait for every global store: MEMBAR.GPU). The tree over chunks is the tile kernel's (pairwise
-// over the chunk index padded to a power of two: groups of CL_GROUP leaves, then the groups), so
-// the two kernels give the same bits and a plan may pick either by T. The collapse never leaves
-// registers before its RMSNorm: each block scales its own chunks while the gate warps run the
-// Sinkhorn. The seam, pre_delayed and entry ops.
+// scales its chunks of the row with it. No records in global memory, no fence and atomic, no
+// finisher loading them back from L2, and no cluster-wide barrier after the one that publishes
+// the mbarriers at the start (a release arrive there would wait for every global store:
+// MEMBAR.GPU). The tree over chunks is the tile kernel's (pairwise over the chunk index padded to
+// a power of two: groups of CL_GROUP leaves, then the groups), for the mixes and both sums of
+// squares, so the two kernels give the same bits and a plan may pick either by T. The collapse
+// never leaves registers before its RMSNorm: each block scales its own chunks while the gate
+// warps run the Sinkhorn. The seam, pre_delayed and entry ops.
 
 #define CL_GROUP 16  // leaves one thread sums (the plan needs more than CL_GROUP / 2 chunks)
 #define CL_MAXGRP 32 // groups of leaves at most (the plan needs at most 512 chunks)
