@@ -3,8 +3,12 @@
 
     scripts/bench-tables.py seam bench/results/seam-h5120-h200.json
     scripts/bench-tables.py projection bench/results/projection-h200.json
+    scripts/bench-tables.py seamab DIR BASE   # the seamab step's files in DIR, against binary BASE
 """
+import glob
 import json
+import os
+import re
 import sys
 
 
@@ -54,6 +58,36 @@ def seam(path):
         print("| " + " | ".join(cells) + " |")
 
 
+def seamab(folder, base):
+    """A/B of binaries timed in one run (gpu-session.sh seamab): per H and T, each binary's rounds
+    (fused, graph, PDL on) and the change of its mean against BASE's."""
+    runs = {}  # (name, H) -> {T: [us per round]}
+    for f in sorted(glob.glob(os.path.join(folder, "seamab-*-h*-r*.json"))):
+        m = re.match(r"seamab-(.+)-h(\d+)-r(\d+)\.json$", os.path.basename(f))
+        name, h = m.group(1), int(m.group(2))
+        for r in json.load(open(f)):
+            if r.get("op") == "seam" and r["path"] == "fused" and r["mode"] == "graph" and r.get("pdl"):
+                runs.setdefault((name, h), {}).setdefault(r["tokens"], []).append(r["us_per_seam"])
+    names = [base] + sorted({n for n, _ in runs} - {base})
+    print("| H | T | " + " | ".join(names) + " |")
+    print("|---:|---:|" + "---:|" * len(names))
+    mean = lambda v: sum(v) / len(v)
+    for h in sorted({h for _, h in runs}, key=lambda h: (h != 5120, h)):
+        ref = runs.get((base, h), {})
+        for t in sorted(ref):
+            cells = [str(h), str(t)]
+            for n in names:
+                v = runs.get((n, h), {}).get(t)
+                if not v:
+                    cells.append("")
+                    continue
+                text = " / ".join(f"{x:.2f}" for x in v)
+                if n != base:
+                    text += f" ({100 * (mean(v) / mean(ref[t]) - 1):+.1f} %)"
+                cells.append(text)
+            print("| " + " | ".join(cells) + " |")
+
+
 def projection(path):
     rows = json.load(open(path))
     nd = node(rows)
@@ -90,4 +124,4 @@ def projection(path):
 
 
 if __name__ == "__main__":
-    {"seam": seam, "projection": projection}[sys.argv[1]](sys.argv[2])
+    {"seam": seam, "projection": projection, "seamab": seamab}[sys.argv[1]](*sys.argv[2:])

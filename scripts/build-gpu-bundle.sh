@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
 # Builds the release binary and the GPU test binary here (the GPU machine has no Rust) and copies
 # them into .gpu/ (git-ignored), to be carried to the GPU machine with the working tree.
+# PREV=<rev> also builds that revision's binary as .gpu/mhc-prev (a scratch worktree; target
+# folder PREV_TARGET, default /tmp/mhc-prev-target), the baseline of gpu-session.sh seamab.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --bin mhc
 mkdir -p .gpu
 cp target/release/mhc .gpu/mhc
+if [ -n "${PREV:-}" ]; then
+  wt=$(mktemp -d)/prev
+  git worktree add --detach "$wt" "$PREV" > /dev/null
+  target=${PREV_TARGET:-/tmp/mhc-prev-target}
+  (cd "$wt" && CARGO_TARGET_DIR="$target" cargo build --release --bin mhc)
+  cp "$target/release/mhc" .gpu/mhc-prev
+  git worktree remove --force "$wt"
+fi
 # Test executables, named by cargo's JSON messages.
 cargo test --release --no-run --message-format=json 2>/dev/null \
   | python3 -c '

@@ -2,7 +2,7 @@
 # Every GPU check and timing of a session, in one command on the GPU machine (GUIDE.md):
 #   scripts/gpu-session.sh [STEP...]     steps: info kernels tests tests-fast tests-slow check bench
 #                                        tune cltune ncu sanitize sanitize-seam sanitize-proj proj
-#                                        projtune projab projtl timeline all
+#                                        projtune projab seamab projtl timeline all
 #                                        (default all)
 # Expects the binaries of scripts/build-gpu-bundle.sh in .gpu/. Writes logs, JSON and plots under
 # a scratch folder, packs them into $OUT/session.tar.gz (OUT defaults to /tmp/mhc-out), and prints a
@@ -134,6 +134,22 @@ if [[ " $STEPS " == *" projab "* ]]; then  # explicit only (needs AB_BIN)
       step projab-$name-$round $bin bench --backend cuda --op projection --pdl on --no-baseline ${PROJ_ARGS:-} --json "$OUT/projab-$name-$round.json"
     done
     step projab-new-$round $B/mhc bench --backend cuda --op projection --pdl on $([ $round = 1 ] || echo --no-baseline) ${PROJ_ARGS:-} --json "$OUT/projab-new-$round.json"
+  done
+fi
+if [[ " $STEPS " == *" seamab "* ]]; then  # explicit only (needs AB_BIN)
+  # The seam's A/B in one run: other binaries (AB_BIN: one or several, space-separated, e.g.
+  # ".gpu/mhc-prev") and this bundle's, alternating in AB_ROUNDS rounds (default 2), PDL on, no
+  # baselines, at each H of AB_H (default 5120 4096 7168) and the tokens of AB_T (a default sweep
+  # at H = 5120, fewer at the others). JSON: seamab-<name>-h<H>-r<round>; the table:
+  # `scripts/bench-tables.py seamab DIR BASE_NAME`.
+  for round in $(seq 1 ${AB_ROUNDS:-2}); do
+    for bin in ${AB_BIN:?AB_BIN} $B/mhc; do
+      name=$(basename "$bin")
+      for h in ${AB_H:-5120 4096 7168}; do
+        ts=${AB_T:-$([ $h = 5120 ] && echo 1,2,4,8,16,32,64,128,256,512,2048,8192,16384 || echo 1,16,128,2048)}
+        step seamab-$name-h$h-r$round $bin bench --backend cuda --hidden $h --tokens $ts --no-baseline --no-eager --pdl on --json "$OUT/seamab-$name-h$h-r$round.json"
+      done
+    done
   done
 fi
 if want projtl; then
