@@ -158,7 +158,10 @@ pub fn order_sensitive_token(c: &Config, seed: u64) -> OrderSensitiveToken {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed.wrapping_add(j));
         // Squares in units of 2^-16: a bf16 value k / 128 (k in 128..256) squares to 4 k^2 units.
         let target: u64 = h as u64 * ((1 << 24) + 2 * j + 1) / 512;
-        assert!((2048 << 16..4096 << 16).contains(&target), "the sum lies in [2^11, 2^12)");
+        assert!(
+            (2048 << 16..4096 << 16).contains(&target),
+            "the sum lies in [2^11, 2^12)"
+        );
         let mut vals: Vec<f32> = Vec::new();
         let mut sum = 0u64;
         while target - sum > 8 * 65536 {
