@@ -262,34 +262,35 @@ pub fn order_sensitive_token(c: &Config, seed: u64) -> OrderSensitiveToken {
 /// of the zero streams is stream 0 again.
 pub fn put_order_sensitive(m: &mut TensorMap, op: Op, rows: &[usize], tok: &OrderSensitiveToken) {
     let h = tok.stream0.len();
-    let mut set_bf = |name: &str, per: usize, v: &[bf16]| {
-        if let Some(TensorData::BF16(d)) = m.get_mut(name).map(|t| &mut t.data) {
-            for &r in rows {
-                d[r * per..(r + 1) * per].copy_from_slice(v);
-            }
+    // Rows `rows` of a per-token tensor of v.len() elements a token set to `v`.
+    fn set_rows<T: Copy>(d: &mut [T], rows: &[usize], v: &[T]) {
+        for &r in rows {
+            d[r * v.len()..(r + 1) * v.len()].copy_from_slice(v);
         }
-    };
-    set_bf("residual", 4 * h, &tok.streams());
-    let x: &[bf16] = if op == Op::Entry {
-        &tok.stream0
+    }
+    if let Some(TensorData::BF16(d)) = m.get_mut("residual").map(|t| &mut t.data) {
+        set_rows(d, rows, &tok.streams());
+    }
+    let x = if op == Op::Entry {
+        tok.stream0.clone()
     } else {
-        &vec![bf16::ONE; h]
+        vec![bf16::ONE; h]
     };
-    set_bf("x", h, x);
-    let mut set_f = |name: &str, per: usize, v: &[f32]| {
+    if let Some(TensorData::BF16(d)) = m.get_mut("x").map(|t| &mut t.data) {
+        set_rows(d, rows, &x);
+    }
+    let mut set_f = |name: &str, v: &[f32]| {
         if let Some(TensorData::F32(d)) = m.get_mut(name).map(|t| &mut t.data) {
-            for &r in rows {
-                d[r * per..(r + 1) * per].copy_from_slice(v);
-            }
+            set_rows(d, rows, v);
         }
     };
-    set_f("post", 4, &[0.0; 4]);
+    set_f("post", &[0.0; 4]);
     let mut eye = [0f32; 16];
     for i in 0..4 {
         eye[i * 4 + i] = 1.0;
     }
-    set_f("comb", 16, &eye);
-    set_f("pre", 4, &[1.0, 0.0, 0.0, 0.0]);
+    set_f("comb", &eye);
+    set_f("pre", &[1.0, 0.0, 0.0, 0.0]);
     if m.contains_key("norm_weight") {
         let w = mhc::tensor::HostTensor::f32("norm_weight", &[h], tok.norm_weight.clone()).unwrap();
         m.insert("norm_weight".into(), w);

@@ -864,7 +864,8 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch, cons
     const int span = max(qw, cpad / per);  // a power of two
     const int c0 = (lr / lw) * span;        // the warp-row's first chunk
     // Steps with a chunk inside H (warp-uniform; the rest of the range adds zeros).
-    const int steps = min(span, max(0, chunks - c0)) / qw + (min(span, max(0, chunks - c0)) % qw != 0);
+    const int inside = min(span, max(0, chunks - c0));  // the warp-row's chunks inside H
+    const int steps = inside / qw + (inside % qw != 0);
     const int vbase = 4 * (c0 + (lr % lw) / 4) + (lr % 4);  // step 0's vector
     TreeStack tree;
     for (int s0 = 0; s0 < steps; s0 += NB) {
