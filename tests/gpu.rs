@@ -880,6 +880,90 @@ fn sums_of_squares_take_the_canonical_order_everywhere() {
     }
 }
 
+/// The unfused kernels (the path for any n and H, and the only GPU path of the standalone rmsnorm
+/// and gates ops) sum squares in the canonical order too. On the order-sensitive token:
+/// - every seam op and the rmsnorm op give the layer input of the canonical norm factor;
+/// - the gates op's first post gate follows the canonical factor of the 4H streams: its fn row
+///   reads channel `k0` of stream 0 alone (so the projection is that value exactly, whatever the
+///   order of its adds), and a scale of 8 with a base near -8 m - 20 puts the sigmoid where a one
+///   ulp change of m moves the gate by about 30 ulps.
+#[test]
+fn the_unfused_path_sums_squares_in_the_canonical_order() {
+    use mhc::reference::{rms_factor, sequential_sum_squares, tree_sum_squares};
+    use mhc::tensor::TensorData;
+    gpu!(e, PathChoice::Unfused);
+    for h in [4096, 5120, 7168] {
+        let c = cfg(4, h);
+        let tok = order_sensitive_token(&c, 7);
+        let want_li = tok.layer_input();
+        let four = tok.streams();
+        let rinv_tree = rms_factor(tree_sum_squares(&four, h), 4 * h, c.rms_eps);
+        let rinv_seq = rms_factor(sequential_sum_squares(&four), 4 * h, c.rms_eps);
+        let k0 = (0..h)
+            .find(|&k| {
+                let x = tok.stream0[k].to_f32();
+                x.abs() >= 1.0 && rinv_tree * x != rinv_seq * x
+            })
+            .expect("a channel whose gate input tells the factors apart");
+        let x0 = tok.stream0[k0].to_f32();
+        let m_tree = rinv_tree * x0;
+        let base = -(m_tree * 8.0).round() - 20.0;
+        let post = |m: f32| c.post_mult as f64 / (1.0 + (-((m * 8.0 + base) as f64)).exp());
+        let (want_post, seq_post) = (post(m_tree), post(rinv_seq * x0));
+        assert!(
+            ((want_post - seq_post) / want_post).abs() > 1.5e-6,
+            "H={h}: the two factors' gates are too close to tell apart"
+        );
+        for t in [1usize, 5, 300] {
+            let mut rows = vec![0, t / 2, t - 1];
+            rows.dedup();
+            for op in SEAM_FAMILY.iter().copied().chain([Op::Rmsnorm, Op::Gates]) {
+                let spec = InputSpec {
+                    op,
+                    t,
+                    norm: op != Op::Head,
+                    proj_nk: (0, 0),
+                };
+                let mut m = synth::inputs(&c, &spec, 100);
+                put_order_sensitive(&mut m, op, &rows, &tok);
+                if op == Op::Gates {
+                    if let Some(TensorData::F32(d)) = m.get_mut("fn").map(|t| &mut t.data) {
+                        let row = &mut d[c.n * 4 * h..(c.n + 1) * 4 * h];
+                        row.fill(0.0);
+                        row[k0] = 1.0;
+                    }
+                    if let Some(TensorData::F32(d)) = m.get_mut("scale").map(|t| &mut t.data) {
+                        d[1] = 8.0;
+                    }
+                    if let Some(TensorData::F32(d)) = m.get_mut("base").map(|t| &mut t.data) {
+                        d[c.n] = base;
+                    }
+                }
+                let args = OpArgs::from_map(op, &c, &m, false).unwrap();
+                let (out, route) = e.execute(&args).unwrap();
+                assert_eq!(route.path, "unfused", "{op}: {route}");
+                for &r in &rows {
+                    let at = format!("{op} at H={h} T={t} row {r}");
+                    if op == Op::Gates {
+                        let got = out.post_out.as_ref().unwrap()[r * c.n] as f64;
+                        assert!(
+                            ((got - want_post) / want_post).abs() < 5e-7,
+                            "{at}: post gate {got:e}, the canonical factor's {want_post:e}, \
+                             the sequential one's {seq_post:e}"
+                        );
+                    } else if op != Op::Head {
+                        let li = out.layer_input.as_ref().or(out.out.as_ref()).unwrap();
+                        assert!(
+                            same_bits(&li[r * h..(r + 1) * h], &want_li),
+                            "{at}: the layer input is not that of the canonical factor"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The inputs of tokens [start, start + len) of a seam input set (the per-token tensors the op
 /// takes; the weights are shared).
 fn slice_tokens(

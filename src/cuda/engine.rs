@@ -1242,7 +1242,14 @@ impl CudaEngine {
                 (t as u32, 1, 1),
                 256,
                 stream,
-                &[P(src), P(rinv), I(t as i32), I(k as i32), F(cfg.rms_eps)],
+                &[
+                    P(src),
+                    P(rinv),
+                    I(t as i32),
+                    I(k as i32),
+                    I(cfg.hidden as i32),
+                    F(cfg.rms_eps),
+                ],
                 kernels,
             )?;
             self.run(

@@ -4,7 +4,7 @@
 //! Every function works for any `n` and any `H` and runs in parallel over tokens (rayon). The
 //! reductions whose result decides a bf16 rounding (the sums of squares of the RMS factors) are
 //! accumulated in f64 (each square of a bf16 value is exact in f32) and in one fixed order,
-//! [`tree_sum_squares`], the order every fused GPU kernel takes. The order matters: an f64 sum
+//! [`tree_sum_squares`], the order every GPU kernel takes (fused and unfused). The order matters: an f64 sum
 //! drops the low bits of squares far below the running sum (elements below about 2^-12 of a row
 //! of N(0, 1) values), so two orders can differ in the last f64 bit, and rarely (about 10^-10 of
 //! rows) in the f32 mean that the RMS factor rounds it to.

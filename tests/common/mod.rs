@@ -256,7 +256,7 @@ pub fn order_sensitive_token(c: &Config, seed: u64) -> OrderSensitiveToken {
 
 /// Puts `tok` into rows `rows` of an op's inputs `m` (H = 4096, n = 4), with coefficients under
 /// which the op's layer input (or `out` of final) is [`OrderSensitiveToken::layer_input`]: the
-/// residual's stream 0 (x for the entry seam), post 0 and comb the identity (r' = r), the carried
+/// residual's stream 0 (x for the entry seam and the rmsnorm op), post 0 and comb the identity (r' = r), the carried
 /// pre (1, 0, 0, 0); and for the whole batch the norm weight, and for the V4 ops a pre scale of
 /// 0 with pre bases (30, -30, -30, -30), so pre is (1 + 1e-6, 1e-6, 1e-6, 1e-6) and the collapse
 /// of the zero streams is stream 0 again.
@@ -271,7 +271,7 @@ pub fn put_order_sensitive(m: &mut TensorMap, op: Op, rows: &[usize], tok: &Orde
     if let Some(TensorData::BF16(d)) = m.get_mut("residual").map(|t| &mut t.data) {
         set_rows(d, rows, &tok.streams());
     }
-    let x = if op == Op::Entry {
+    let x = if matches!(op, Op::Entry | Op::Rmsnorm) {
         tok.stream0.clone()
     } else {
         vec![bf16::ONE; h]

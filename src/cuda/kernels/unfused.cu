@@ -20,29 +20,59 @@ extern "C" __global__ void uf_post_map(const bf16_t* x, const bf16_t* r, const f
   out[i] = f32_to_bf16(acc);
 }
 
-// Block-wide f64 sum; every thread gets the total. Fixed order (deterministic).
-__device__ double block_sum(double v) {
+// A token's f64 sum of squares in the canonical order of reference::tree_sum_squares (the order
+// of every fused kernel), for any H and any number of streams: `v` holds `streams` rows of `h`
+// channels. Chunk c (channels 32c..32c+32) is ((part0 + part1) + (part2 + part3)), part q the
+// squares of channels 32c + 8q + e (e = 0..8) stream by stream; the chunks are added by a
+// pairwise tree over the chunk index padded with zeros to a power of two P. Thread i owns the
+// aligned subtree of chunks [i s, (i + 1) s), s = max(1, P / BLOCK), summed by a binary-counter
+// stack; the block then adds the threads' values by the same pairwise tree (threads past P hold
+// zeros, and x + 0 = x). One block per token; every thread gets the total.
+__device__ double canonical_sum_squares(const bf16_t* v, int streams, int h) {
   __shared__ double red[BLOCK];
-  red[threadIdx.x] = v;
+  const int chunks = (h + 31) / 32;
+  int pw = 1;
+  while (pw < chunks) pw <<= 1;
+  const int span = pw > BLOCK ? pw / BLOCK : 1;
+  double stack[32];
+  double mine = 0.0;
+  if ((int)threadIdx.x * span < pw) {
+    for (int i = 0; i < span; ++i) {
+      const int c = threadIdx.x * span + i;
+      double parts[4] = {0.0, 0.0, 0.0, 0.0};
+      if (c < chunks) {
+        for (int q = 0; q < 4; ++q)
+          for (int j = 0; j < streams; ++j)
+            for (int e = 0; e < 8; ++e) {
+              const int ch = 32 * c + 8 * q + e;
+              if (ch < h) {
+                const float f = bf16_to_f32(v[(size_t)j * h + ch]);
+                parts[q] += (double)(f * f);
+              }
+            }
+      }
+      double val = (parts[0] + parts[1]) + (parts[2] + parts[3]);
+      int lvl = 0;
+      for (int k = i; k & 1; k >>= 1) val = stack[lvl++] + val;
+      stack[lvl] = val;
+    }
+    mine = stack[__ffs(span) - 1];
+  }
+  red[threadIdx.x] = mine;
   __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
+  for (int s = 1; s < BLOCK; s <<= 1) {
+    if (threadIdx.x % (2 * s) == 0) red[threadIdx.x] = red[threadIdx.x] + red[threadIdx.x + s];
     __syncthreads();
   }
-  double t = red[0];
+  const double total = red[0];
   __syncthreads();
-  return t;
+  return total;
 }
 
-// RMS factor of each token's K elements (one block per token).
-extern "C" __global__ void uf_rms(const bf16_t* src, float* rinv, int T, int K, float eps) {
+// RMS factor of each token's K = streams x h elements (one block per token).
+extern "C" __global__ void uf_rms(const bf16_t* src, float* rinv, int T, int K, int h, float eps) {
   const size_t t = blockIdx.x;
-  double ss = 0.0;
-  for (int k = threadIdx.x; k < K; k += blockDim.x) {
-    const float f = bf16_to_f32(src[t * K + k]);
-    ss += (double)(f * f);
-  }
-  ss = block_sum(ss);
+  const double ss = canonical_sum_squares(src + t * K, K / h, h);
   if (threadIdx.x == 0) rinv[t] = rms_factor(ss, K, eps);
 }
 
@@ -142,13 +172,7 @@ extern "C" __global__ void uf_collapse(const bf16_t* r, const float* p, bf16_t* 
 extern "C" __global__ void uf_rmsnorm(const bf16_t* c, const float* w, bf16_t* out, float* vals,
                                       int T, int H, float eps) {
   const size_t t = blockIdx.x;
-  double ss = 0.0;
-  for (int h = threadIdx.x; h < H; h += blockDim.x) {
-    const float f = bf16_to_f32(c[t * H + h]);
-    ss += (double)(f * f);
-  }
-  ss = block_sum(ss);
-  const float rinv = rms_factor(ss, H, eps);
+  const float rinv = rms_factor(canonical_sum_squares(c + t * H, 1, H), H, eps);
   for (int h = threadIdx.x; h < H; h += blockDim.x) {
     const float v = __fmul_rn(__fmul_rn(bf16_to_f32(c[t * H + h]), rinv), w[h]);
     out[t * H + h] = f32_to_bf16(v);
