@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Every GPU check and timing of a session, in one command on the GPU machine (GUIDE.md):
 #   scripts/gpu-session.sh [STEP...]     steps: info kernels tests tests-fast tests-slow check bench
-#                                        tune cltune ncu sanitize sanitize-seam sanitize-proj proj
-#                                        projtune projab seamab projtl timeline all
+#                                        tune cltune ncu sanitize sanitize-seam sanitize-proj
+#                                        sanitize-unfused proj bench-v4 projtune projab seamab projtl
+#                                        timeline all
 #                                        (default all)
 # Expects the binaries of scripts/build-gpu-bundle.sh in .gpu/. Writes logs, JSON and plots under
 # a scratch folder, packs them into $OUT/session.tar.gz (OUT defaults to /tmp/mhc-out), and prints a
@@ -60,6 +61,12 @@ if want bench; then
     step bench-$h $B/mhc bench --backend cuda --hidden $h ${BENCH_ARGS:-} --json "$OUT/bench-$h.json" --plot "$OUT/bench-$h"
   done
 fi
+if want bench-v4; then
+  # The V4 seam (its own pre-mix: the tile kernel's finisher and the cluster kernel's V4 variants).
+  for h in ${BENCH_H:-5120 4096 7168}; do
+    step bench-v4-$h $B/mhc bench --backend cuda --hidden $h --op seam-v4 ${BENCH_ARGS:-} --json "$OUT/bench-v4-$h.json"
+  done
+fi
 if want tune; then
   for plan in ${PLANS:-}; do
     MHC_PLAN=$plan step tune-$plan $B/mhc bench --backend cuda --hidden ${TUNE_H:-5120} --tokens ${TUNE_T:-1,128} --no-baseline --no-eager ${TUNE_ARGS:-} --json "$OUT/tune-$plan.json"
@@ -101,6 +108,12 @@ if want sanitize || want sanitize-seam; then
   step racecheck compute-sanitizer --tool racecheck $B/mhc check --backend cuda --tokens 1,33,128 --ops seam --preset v4.1-flash
   step racecheck-v4 compute-sanitizer --tool racecheck $B/mhc check --backend cuda --tokens 1,300 --ops seam_v4 --preset v4-flash
   step synccheck compute-sanitizer --tool synccheck $B/mhc check --backend cuda --tokens 1,33,128 --ops seam,pre_delayed,entry --preset v4.1-flash
+fi
+if want sanitize || want sanitize-unfused; then
+  # The unfused kernels (the canonical sums of squares' shared-memory tree): every op they serve.
+  for tool in memcheck racecheck; do
+    step $tool-unfused env MHC_PATH=unfused compute-sanitizer --tool $tool $B/mhc check --backend cuda --tokens 1,5,33 --ops seam,seam_v4,pre,entry,gates,rmsnorm --preset v4.1-flash
+  done
 fi
 if want sanitize || want sanitize-proj; then
   # The projection's shared-memory ring (cp.async stages, one barrier per stage).

@@ -236,6 +236,49 @@ fn cpu_bench_writes_json_and_plots() {
     assert!(std::fs::metadata(plot.with_extension("png")).unwrap().len() > 1000);
 }
 
+/// `--op seam-v4` times the V4 seam (its rows say so); the projection and the V4 timeline are
+/// clear errors on the CPU.
+#[test]
+fn cpu_bench_times_the_v4_seam_and_refuses_what_it_cannot_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("v4.json");
+    let (code, out, err) = mhc(&[
+        "bench",
+        "--backend",
+        "cpu",
+        "--op",
+        "seam-v4",
+        "--hidden",
+        "256",
+        "--tokens",
+        "1,5",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().all(|r| r["op"] == "seam_v4"), "{rows:?}");
+    assert!(out.contains("seam_v4"), "{out}");
+    for args in [
+        &["bench", "--backend", "cpu", "--op", "projection"][..],
+        &[
+            "bench",
+            "--backend",
+            "cuda",
+            "--op",
+            "seam-v4",
+            "--timeline",
+        ][..],
+    ] {
+        let (code, _, err) = mhc(args);
+        assert_ne!(code, 0, "{args:?}");
+        assert!(err.contains("--op"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
 #[test]
 fn timeline_on_the_cpu_is_a_clear_error() {
     let (code, _, err) = mhc(&["bench", "--backend", "cpu", "--timeline"]);

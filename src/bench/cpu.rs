@@ -2,7 +2,7 @@
 
 use super::{BenchRow, median_spread, seam_bytes};
 use crate::error::Result;
-use crate::ops::{Backend, CpuBackend, OpArgs};
+use crate::ops::{Backend, CpuBackend, Op, OpArgs};
 use crate::spec::Config;
 use crate::weights::SeamWeights;
 use indicatif::ProgressBar;
@@ -24,8 +24,10 @@ pub fn copy_bandwidth() -> f64 {
     2.0 * (n * 8) as f64 / (med * 1e-6) / 1e9
 }
 
-/// Times the reference seam at each T: at least `min_samples` calls, more while under ~1 s.
+/// Times the reference seam (`Op::Seam`, the V4.1 seam, or `Op::SeamV4`) at each T: at least
+/// `min_samples` calls, more while under ~1 s.
 pub fn seam_rows(
+    op: Op,
     cfg: &Config,
     tokens: &[usize],
     min_samples: usize,
@@ -49,16 +51,12 @@ pub fn seam_rows(
         let x = super::gpu::random_bf16(t * h, 1.0, 11);
         let r = super::gpu::random_bf16(t * n * h, 1.0, 12);
         let (post, comb, pre) = crate::synth::carried(cfg, t, 13);
-        let args = OpArgs::seam(
-            cfg,
-            &x,
-            &r,
-            &post,
-            &comb,
-            &pre,
-            w.mix(),
-            Some(&w.norm_weight),
-        )?;
+        let norm = Some(&w.norm_weight[..]);
+        let args = if op == Op::SeamV4 {
+            OpArgs::seam_v4(cfg, &x, &r, &post, &comb, w.mix(), norm)?
+        } else {
+            OpArgs::seam(cfg, &x, &r, &post, &comb, &pre, w.mix(), norm)?
+        };
         let mut us = Vec::new();
         let start = std::time::Instant::now();
         while us.len() < min_samples || (start.elapsed().as_secs_f64() < 1.0 && us.len() < 100) {
@@ -73,7 +71,7 @@ pub fn seam_rows(
             backend: "cpu".into(),
             path: "cpu".into(),
             mode: "host".into(),
-            op: "seam".into(),
+            op: op.to_string(),
             hidden: h,
             tokens: t,
             n: 0,

@@ -125,14 +125,16 @@ pub fn copy_bandwidth(e: &CudaEngine, bytes: usize) -> Result<f64> {
     Ok(2.0 * (n16 * 16) as f64 / (med * 1e-6) / 1e9)
 }
 
-/// The state of a seam chain: x, two residual/coefficient buffers (ping-pong), S weights.
+/// The state of a seam chain: the op (the V4.1 seam or the V4 seam), x, two residual/coefficient
+/// buffers (ping-pong), S weights.
 struct Chain {
+    op: crate::Op,
     x: DeviceBuffer<bf16>,
     bufs: [SeamBuffers; 2],
 }
 
 impl Chain {
-    fn new(e: &CudaEngine, cfg: &Config, t: usize) -> Result<Self> {
+    fn new(e: &CudaEngine, op: crate::Op, cfg: &Config, t: usize) -> Result<Self> {
         let (n, h) = (cfg.n, cfg.hidden);
         let x = e.upload(&random_bf16(t * h, 1.0, 11))?;
         let mut a = SeamBuffers::zeros(e, cfg, t, false)?;
@@ -140,7 +142,11 @@ impl Chain {
         let (post, comb, pre) = crate::synth::carried(cfg, t, 13);
         a.coeffs = Coeffs::upload(e, &post, &comb, &pre)?;
         let b = SeamBuffers::zeros(e, cfg, t, false)?;
-        Ok(Chain { x, bufs: [a, b] })
+        Ok(Chain {
+            op,
+            x,
+            bufs: [a, b],
+        })
     }
 
     /// Enqueues the S seams; returns the last route.
@@ -159,7 +165,11 @@ impl Chain {
             } else {
                 (&hi[0], &mut lo[0])
             };
-            route = e.seam(cfg, t, &self.x, &src.residual, &src.coeffs, ws, dst)?;
+            route = if self.op == crate::Op::SeamV4 {
+                e.seam_v4(cfg, t, &self.x, &src.residual, &src.coeffs, ws, dst)?
+            } else {
+                e.seam(cfg, t, &self.x, &src.residual, &src.coeffs, ws, dst)?
+            };
         }
         Ok(route)
     }
@@ -265,9 +275,12 @@ pub fn node_rows(e: &CudaEngine, copy_gbps: f64, o: &GpuBenchOptions) -> Result<
     Ok(rows)
 }
 
-/// Times the seam chain at every T: fused under a graph, fused eagerly, and the unfused baseline.
+/// Times the chain of `op` (the V4.1 seam, `Op::Seam`, or the V4 seam, `Op::SeamV4`) at every T:
+/// fused under a graph, fused eagerly, and the unfused baseline. The rows' op is the op's name.
+#[allow(clippy::too_many_arguments)]
 pub fn seam_rows(
     e: &CudaEngine,
+    op: crate::Op,
     cfg: &Config,
     tokens: &[usize],
     copy_gbps: f64,
@@ -284,7 +297,7 @@ pub fn seam_rows(
     let (saved, saved_pdl) = (e.path(), e.pdl());
     for &t in tokens {
         e.reserve(cfg, t)?;
-        let mut chain = Chain::new(e, cfg, t)?;
+        let mut chain = Chain::new(e, op, cfg, t)?;
         for &path in paths {
             e.set_path(path);
             // The unfused kernels never use programmatic dependent launch: time them once.
@@ -310,13 +323,14 @@ pub fn seam_rows(
                 };
                 let us = time_each(e, o.rounds * reps, || graph.launch())?;
                 let mut r = gpu_row(e, cfg, t, copy_gbps);
+                r.op = op.to_string();
                 r.path = route.path.clone();
                 r.mode = "graph".into();
                 r.pdl = pdl; // the unfused path is timed with pdl = false only
                 r.launches_per_seam = launches;
                 if path == PathChoice::Fused
                     && let Some(p) = e.plan_for(
-                        crate::Op::Seam,
+                        op,
                         t,
                         cfg.hidden,
                         weights.first().is_some_and(|w| w.fn_split.is_some()),
@@ -348,6 +362,7 @@ pub fn seam_rows(
                     Ok(())
                 })?;
                 let mut r = gpu_row(e, cfg, t, copy_gbps);
+                r.op = op.to_string();
                 r.path = route.path.clone();
                 r.mode = "eager".into();
                 r.pdl = saved_pdl;
@@ -676,7 +691,7 @@ pub fn seam_timeline(
     let mut out = Vec::new();
     for &t in tokens {
         e.reserve(cfg, t)?;
-        let mut chain = Chain::new(e, cfg, t)?;
+        let mut chain = Chain::new(e, crate::Op::Seam, cfg, t)?;
         for &pdl in pdls {
             e.set_pdl(pdl);
             chain.run(e, cfg, t, &weights)?;

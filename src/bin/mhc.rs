@@ -189,8 +189,13 @@ struct InspectArgs {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum BenchOp {
+    /// The V4.1 seam (carried pre-mix): issue 5's targets.
     Seam,
+    /// The V4 seam (this seam's own pre-mix).
+    SeamV4,
+    /// The compressor projection, beside cuBLAS (GPU only).
     Projection,
+    /// The V4.1 seam and the projection.
     All,
 }
 
@@ -574,6 +579,12 @@ fn cmd_inspect(a: InspectArgs) -> Result<bool> {
 }
 
 fn cmd_bench(a: BenchArgs) -> Result<()> {
+    if a.timeline && a.op == BenchOp::SeamV4 {
+        return Err(Error::Unsupported(
+            "--timeline follows the V4.1 seam (--op seam) or the projection (--op projection)"
+                .into(),
+        ));
+    }
     let (be, desc) = backend(a.backend, None)?;
     println!("backend {desc}");
     let cfgs = a.model.configs(&[Preset::V41Flash]);
@@ -660,13 +671,20 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
             a.tokens.clone()
         };
         if a.op != BenchOp::Projection {
+            let op = if a.op == BenchOp::SeamV4 {
+                Op::SeamV4
+            } else {
+                Op::Seam
+            };
             let pb = bar((tokens.len() * cfgs.len()) as u64);
             for cfg in &cfgs {
-                rows.extend(mhc::bench::gpu::seam_rows(&e, cfg, &tokens, copy, &o, &pb)?);
+                rows.extend(mhc::bench::gpu::seam_rows(
+                    &e, op, cfg, &tokens, copy, &o, &pb,
+                )?);
             }
             pb.finish_and_clear();
         }
-        if a.op != BenchOp::Seam {
+        if matches!(a.op, BenchOp::Projection | BenchOp::All) {
             let or =
                 |v: &Vec<usize>, d: &[usize]| if v.is_empty() { d.to_vec() } else { v.clone() };
             let ms = or(&a.proj_m, &[1, 2, 4, 8, 16]);
@@ -684,9 +702,20 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
         } else {
             a.tokens.clone()
         };
+        if a.op == BenchOp::Projection {
+            return Err(Error::Unsupported(
+                "--op projection times the CUDA kernels against cuBLAS: it needs --backend cuda and a GPU"
+                    .into(),
+            ));
+        }
+        let op = if a.op == BenchOp::SeamV4 {
+            Op::SeamV4
+        } else {
+            Op::Seam
+        };
         let pb = bar((tokens.len() * cfgs.len()) as u64);
         for cfg in &cfgs {
-            rows.extend(mhc::bench::cpu::seam_rows(cfg, &tokens, 5, &pb)?);
+            rows.extend(mhc::bench::cpu::seam_rows(op, cfg, &tokens, 5, &pb)?);
         }
         pb.finish_and_clear();
     }

@@ -180,6 +180,38 @@ impl CudaEngine {
         w: &DeviceSeamWeights,
         out: &mut SeamBuffers,
     ) -> Result<Route> {
+        self.seam_call(Op::Seam, cfg, t, x, residual, carried, w, out)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    /// The V4 seam on device buffers: r' = post_map(x, r, carried post/comb); this seam's gates
+    /// into `out.coeffs`; layer_input = rmsnorm(collapse(r', this seam's pre)). `carried.pre` is
+    /// not read.
+    pub fn seam_v4(
+        &self,
+        cfg: &Config,
+        t: usize,
+        x: &DeviceBuffer<bf16>,
+        residual: &DeviceBuffer<bf16>,
+        carried: &Coeffs,
+        w: &DeviceSeamWeights,
+        out: &mut SeamBuffers,
+    ) -> Result<Route> {
+        self.seam_call(Op::SeamV4, cfg, t, x, residual, carried, w, out)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn seam_call(
+        &self,
+        op: Op,
+        cfg: &Config,
+        t: usize,
+        x: &DeviceBuffer<bf16>,
+        residual: &DeviceBuffer<bf16>,
+        carried: &Coeffs,
+        w: &DeviceSeamWeights,
+        out: &mut SeamBuffers,
+    ) -> Result<Route> {
         let (n, h) = (cfg.n, cfg.hidden);
         Error::check_len("x", &[t, h], x.len())?;
         Error::check_len("residual", &[t, n, h], residual.len())?;
@@ -193,7 +225,7 @@ impl CudaEngine {
             residual: residual.ptr(),
             post: carried.post.ptr(),
             comb: carried.comb.ptr(),
-            pre: carried.pre.ptr(),
+            pre: if op == Op::Seam { carried.pre.ptr() } else { 0 },
             residual_out: out.residual.ptr(),
             layer_input: out.layer_input.ptr(),
             post_out: out.coeffs.post.ptr(),
@@ -203,7 +235,7 @@ impl CudaEngine {
             fp8_scales: out.fp8.as_ref().map_or(0, |f| f.1.ptr()),
         };
         let call = RawCall {
-            op: Op::Seam,
+            op,
             t,
             io,
             w: w.raw(),
