@@ -293,6 +293,28 @@ fn the_cluster_kernel_serves_small_t() {
     assert_eq!(kernel(224), small2);
     assert_eq!(kernel(225), "mhc_seam");
     assert_eq!(kernel(300), "mhc_seam,mhc_seam (tails)");
+    // The V4 seam (its own pre-mix): clusters in tiles of 16 tokens while they fit one wave (no
+    // lanes by channels, no tiles of 32), then the tile kernel.
+    let kernel_v4 = |t: usize| {
+        let spec = InputSpec {
+            op: Op::SeamV4,
+            t,
+            norm: true,
+            proj_nk: (0, 0),
+        };
+        let m = synth::inputs(&c, &spec, t as u64);
+        let args = OpArgs::from_map(Op::SeamV4, &c, &m, false).unwrap();
+        e.execute(&args).unwrap().1.kernels.join(",")
+    };
+    let v4 = if clusters {
+        "mhc_seam_v4_clp"
+    } else {
+        "mhc_seam_v4"
+    };
+    assert_eq!(kernel_v4(1), v4);
+    assert_eq!(kernel_v4(16), v4);
+    assert_eq!(kernel_v4(112), v4);
+    assert_eq!(kernel_v4(113), "mhc_seam_v4");
     e.set_use_prepared_fn(false);
     assert_eq!(
         kernel(1),
@@ -462,8 +484,8 @@ fn every_plan_gives_the_same_bits() {
                 e.set_plan_override(None);
                 // Clusters of 16, and at H = 5120 of 12 (two rows a block; at H = 7168 no other
                 // size fits: at most 15 chunk warps a block, and 15 do not fit beside two rows).
-                // Each with and without prepared fn (seam and pre_delayed have a variant that
-                // reads it; it fits at H = 5120 in clusters of 16 only).
+                // Each with and without prepared fn (seam, seam_v4 and pre_delayed have a variant
+                // that reads it; it fits at H = 5120 in clusters of 16 only).
                 let sizes: &[u32] = if h == 5120 { &[0, 16, 12] } else { &[0, 16] };
                 for &cl in sizes {
                     for prepared in [true, false] {
@@ -480,7 +502,7 @@ fn every_plan_gives_the_same_bits() {
                         let fits = prepared
                             && cl == 16
                             && h == 5120
-                            && matches!(op, Op::Seam | Op::PreDelayed)
+                            && matches!(op, Op::Seam | Op::PreDelayed | Op::SeamV4)
                             && e.info().cc.0 >= 9;
                         assert_eq!(clp, fits, "{op} H={h} T={t} cl={cl} {:?}", route.kernels);
                     }

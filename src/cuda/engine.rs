@@ -319,13 +319,14 @@ fn fused_kernel(op: Op) -> Option<(&'static str, KernelShape)> {
 }
 
 /// The cluster kernel of a fused op for tiles of 16 tokens (`mtiles` = 1) or 32 (2), where it
-/// has one (the carried ops with gates), and its variant that reads fn prepared by
-/// `mhc_fn_split`, where it has one.
+/// has one (the ops with 24 gates), and its variant that reads fn prepared by `mhc_fn_split`,
+/// where it has one.
 fn cluster_kernel(op: Op, mtiles: u32) -> Option<(&'static str, Option<&'static str>)> {
     Some(match (op, mtiles) {
         (Op::Seam, 1) => ("mhc_seam_cl", Some("mhc_seam_clp")),
         (Op::Seam, 2) => ("mhc_seam_cl2", Some("mhc_seam_clp2")),
         (Op::PreDelayed, 1) => ("mhc_pre_delayed_cl", Some("mhc_pre_delayed_clp")),
+        (Op::SeamV4, 1) => ("mhc_seam_v4_cl", Some("mhc_seam_v4_clp")),
         (Op::Entry, 1) => ("mhc_entry_cl", None),
         _ => return None,
     })

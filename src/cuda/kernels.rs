@@ -62,6 +62,8 @@ pub const SEAM: KernelModule = KernelModule {
         "mhc_seam_clp_ch1",
         "mhc_seam_clp_ch2",
         "mhc_seam_clp_ch4",
+        "mhc_seam_v4_cl",
+        "mhc_seam_v4_clp",
     ],
 };
 

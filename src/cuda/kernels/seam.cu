@@ -1166,7 +1166,7 @@ SEAM_KERNEL(mhc_final, 0, 4, 0, 1)
 // a power of two: groups of CL_GROUP leaves, then the groups), for the mixes and both sums of
 // squares, so the two kernels give the same bits and a plan may pick either by T. The collapse
 // never leaves registers before its RMSNorm: each block scales its own chunks while the gate
-// warps run the Sinkhorn. The seam, pre_delayed and entry ops.
+// warps run the Sinkhorn. The seam, seam_v4, pre_delayed and entry ops.
 
 #define CL_GROUP 16  // leaves one thread sums (the plan needs more than CL_GROUP / 2 chunks)
 #define CL_MAXGRP 32 // groups of leaves at most (the plan needs at most 512 chunks)
@@ -1181,11 +1181,18 @@ SEAM_KERNEL(mhc_final, 0, 4, 0, 1)
 //
 // CPL > 0 (the _ch variants, the seam in tiles of at most CPL = 1, 2 or 4 tokens): the
 // elementwise phase with lanes by channels (ewc_compute), the same bits.
-template <int PM, int NIN, bool PREP, int MT, int CPL = 0>
+//
+// CARRIED = 0 (the V4 seam, the _v4 kernels): the collapse takes this seam's own
+// pre, so it waits for the gates. The rows' blocks send their rows' pre to every block (a cluster
+// round on s_pbar); each chunk warp then forms the collapse from r' (or r) still in registers,
+// in the tile kernel finisher's order (the same bits), and sends its norm leaves to the rows'
+// blocks (s_lbar), whose factors come back on s_nbar as for the carried ops.
+template <int PM, int NIN, bool PREP, int MT, int CPL = 0, int CARRIED = 1>
 __device__ void seam_cluster_body(const FusedParams& p) {
-  constexpr int NMIX = 24, CARRIED = 1;
+  constexpr int NMIX = 24;
   static_assert(CPL == 0 || (MT == 1 && PM == 1 && NIN == NS && (CPL == 1 || CPL == 2 || CPL == 4)),
                 "lanes by channels: the seam in tiles of at most 4 tokens");
+  static_assert(CARRIED || (MT == 1 && CPL == 0 && NIN == NS), "the V4 seam: tiles of 16 tokens, four streams");
   typedef Shape<NIN, NMIX> S;
   constexpr int NM = S::NM;
   constexpr int TT = MT * MAXTT;              // tokens per tile at most
@@ -1236,6 +1243,9 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   __shared__ unsigned long long s_fnbar;   // fn's bulk copies
   __shared__ unsigned long long s_redbar;  // the other blocks' stores of leaves and sums
   __shared__ unsigned long long s_nbar;    // the norm's factors from the rows' blocks
+  __shared__ float s_pre[CARRIED ? 1 : MAXTT][4];  // V4: this seam's pre of the tile's rows
+  __shared__ unsigned long long s_pbar;    // V4: the rows' pre from their blocks
+  __shared__ unsigned long long s_lbar;    // V4: the norm's leaves of the rows finished here
 
   STAMP(p.timeline, 0);
   if (tid < 3) s_gw[tid] = p.scale[tid];
@@ -1252,13 +1262,22 @@ __device__ void seam_cluster_body(const FusedParams& p) {
         mbar_init(&s_fnbar, 1);
         mbar_init(&s_redbar, 1);
         mbar_init(&s_nbar, 1);
+        if (!CARRIED) {
+          mbar_init(&s_pbar, 1);
+          mbar_init(&s_lbar, 1);
+        }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         mbar_expect_tx(&s_fnbar, fn_tx);
         // What the other blocks will store here: every chunk's leaf (NM f32), gate sum of squares
         // (f64) and norm sum of squares (f64) of each row finished here; and every row's norm
-        // factor (f32) from the row's block.
-        mbar_expect_tx(&s_redbar, (u32)(own * chunks * (NM * 4 + 8 + (has_norm ? 8 : 0))));
+        // factor (f32) from the row's block. V4: the norm's leaves on their own mbarrier, and
+        // every row's pre (4 f32) from the row's block.
+        mbar_expect_tx(&s_redbar, (u32)(own * chunks * (NM * 4 + 8 + (CARRIED && has_norm ? 8 : 0))));
         if (has_norm) mbar_expect_tx(&s_nbar, (u32)(rows * 4));
+        if (!CARRIED) {
+          mbar_expect_tx(&s_pbar, (u32)(rows * 16));
+          if (has_norm) mbar_expect_tx(&s_lbar, (u32)(own * chunks * 8));
+        }
       }
       __syncwarp();
       if (PREP) {
@@ -1379,7 +1398,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
           }
           if (q == 0) {
             st_async_f64(cluster_map(lss + o * chunks + chunk, owner), ssg[m][rr], bar);
-            if (has_norm)
+            if (CARRIED && has_norm)
               st_async_f64(cluster_map(lnss + o * chunks + chunk, owner), EARLY ? wss[warp * TT + r] : ssn[m][rr],
                            bar);
           }
@@ -1432,7 +1451,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   // The norm's factor of each row finished here, by the canonical tree over its chunks' leaves,
   // sent to every block. Warp W - 1 - o takes row o (the chunk warps from the last, which have
   // the fewest of the loop's items above).
-  if (has_norm && warp < W) {
+  if (CARRIED && has_norm && warp < W) {
     for (int o = W - 1 - warp; o < own; o += W) {
       const double sn = warp_tree_f64(lnss + o * chunks, chunks, pw);
       if (lane < CL) {
@@ -1478,12 +1497,86 @@ __device__ void seam_cluster_body(const FusedParams& p) {
                   pre_a, post_a, comb_a, stamp ? p.timeline : nullptr);
       if (o < own) {
         const int a = lane & 3;
+        if (!CARRIED) {
+          // This seam's pre of the row, to every block of the cluster (their collapse waits
+          // for it).
+          const int r = rank + oo * CL;
+          for (int b = 0; b < CL; ++b)
+            st_async_f32(cluster_map(&s_pre[r][a], (u32)b), pre_a, cluster_map(&s_pbar, (u32)b));
+        }
         p.pre_out[tok * 4 + a] = pre_a;
         p.post_out[tok * 4 + a] = post_a;
 #pragma unroll
         for (int b = 0; b < 4; ++b) p.comb_out[tok * 16 + 4 * a + b] = comb_a[b];
       }
       if (stamp) STAMP_BY(p.timeline, 11);
+    }
+  } else if (!CARRIED) {
+    // V4: the collapse with this seam's pre, from r' (or r) in registers, in the order of the
+    // tile kernel's finisher; with a norm, the chunk's norm leaf of each row to the row's block,
+    // which sums the canonical tree and sends the factor back (s_nbar), then the RMSNorm pass as
+    // for the carried ops; without, the collapse is the layer input.
+    mbar_wait_cluster(&s_pbar, 0);
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int r = g + 8 * rr;
+      if (rows <= 8 * rr) break;  // warp-uniform: no row here or after
+      float sf[NS][8], c[8];
+#pragma unroll
+      for (int j = 0; j < NS; ++j) unpack8(av[0][rr][j], sf[j]);
+      const float* pr = s_pre[r < rows ? r : 0];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        float acc = __fmul_rn(pr[0], sf[0][e]);
+#pragma unroll
+        for (int j = 1; j < NS; ++j) acc = mul_add_rn(acc, pr[j], sf[j][e]);
+        c[e] = ok[0][rr] ? acc : 0.0f;
+      }
+      if (has_norm) {
+        cb[0][rr] = pack8(c);
+        float cr[8];
+        unpack8(cb[0][rr], cr);
+        double sq = 0.0;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) sq += (double)(cr[e] * cr[e]);
+        sq += __shfl_xor_sync(FULL_MASK, sq, 1);
+        sq += __shfl_xor_sync(FULL_MASK, sq, 2);
+        if (chunk_ok && r < rows && q == 0) {
+          const u32 owner = (u32)(r % CL);
+          st_async_f64(cluster_map(lnss + (r / CL) * chunks + chunk, owner), sq, cluster_map(&s_lbar, owner));
+        }
+      } else {
+        emit_li(p, tok[0][rr], h, c, ok[0][rr], q == 0);
+      }
+    }
+    if (has_norm) {
+      // The norm's factor of each row finished here: warp W - 1 - o takes row o, once every
+      // chunk's leaf has landed.
+      if (warp < W) {
+        for (int o = W - 1 - warp; o < own; o += W) {
+          mbar_wait_cluster(&s_lbar, 0);
+          const double sn = warp_tree_f64(lnss + o * chunks, chunks, pw);
+          if (lane < CL) {
+            const int r = rank + o * CL;
+            st_async_f32(cluster_map(&s_rinv[r], (u32)lane), rms_factor(sn, p.H, p.norm_eps),
+                         cluster_map(&s_nbar, (u32)lane));
+          }
+        }
+      }
+      mbar_wait_cluster(&s_nbar, 0);
+      const float4 nw0 = s_nw[(warp * CHUNK + 8 * q) / 4], nw1 = s_nw[(warp * CHUNK + 8 * q) / 4 + 1];
+      const float w8[8] = {nw0.x, nw0.y, nw0.z, nw0.w, nw1.x, nw1.y, nw1.z, nw1.w};
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        const int r = g + 8 * rr;
+        if (rows <= 8 * rr) break;  // warp-uniform
+        const float rinv = ok[0][rr] ? s_rinv[r] : 0.0f;
+        float c[8], val[8];
+        unpack8(cb[0][rr], c);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) val[e] = __fmul_rn(__fmul_rn(c[e], rinv), w8[e]);
+        emit_li(p, tok[0][rr], h, val, ok[0][rr], q == 0);
+      }
     }
   } else if (has_norm) {
     // The RMSNorm of the block's chunks of the layer input, from the collapse kept in registers,
@@ -1534,6 +1627,16 @@ SEAM_CLUSTER_KERNEL(mhc_seam_cl_ch4, 1, 4, false, 1, 4)
 SEAM_CLUSTER_KERNEL(mhc_seam_clp_ch1, 1, 4, true, 1, 1)
 SEAM_CLUSTER_KERNEL(mhc_seam_clp_ch2, 1, 4, true, 1, 2)
 SEAM_CLUSTER_KERNEL(mhc_seam_clp_ch4, 1, 4, true, 1, 4)
+
+// The V4 seam (this seam's own pre-mix) in clusters, tiles of up to 16 tokens. (The V4 pre op,
+// PM = 0, spilled 36-44 bytes at 128 registers here: it stays on the tile kernel.)
+#define V4_CLUSTER_KERNEL(name, PM, PREP)                                                          \
+  extern "C" __global__ void __launch_bounds__(CL_WARPS * WARP, 1) name(const FusedParams p) {   \
+    seam_cluster_body<PM, NS, PREP, 1, 0, 0>(p);                                                   \
+  }
+
+V4_CLUSTER_KERNEL(mhc_seam_v4_cl, 1, false)
+V4_CLUSTER_KERNEL(mhc_seam_v4_clp, 1, true)
 
 // post_map alone, vectorized: one thread per (token, 8 channels), all four streams.
 extern "C" __global__ void mhc_post(const bf16_t* __restrict__ x, const bf16_t* __restrict__ r,
