@@ -63,7 +63,9 @@ impl Backend for CudaEngine {
         };
         // fn prepared for the cluster kernels, as DeviceSeamWeights does it at upload.
         let fn_split = match (op, &fn_) {
-            (Op::Seam | Op::PreDelayed, Some(f)) => super::buffers::prepare_fn(self, cfg, f)?,
+            (Op::Seam | Op::PreDelayed | Op::SeamV4, Some(f)) => {
+                super::buffers::prepare_fn(self, cfg, f)?
+            }
             _ => None,
         };
         let writes_residual = matches!(
