@@ -227,18 +227,19 @@ fn other_n_and_odd_h_decline_to_the_generic_kernels() {
 fn the_cluster_kernel_serves_small_t() {
     gpu!(e, PathChoice::Fused);
     let c = cfg(4, 5120);
-    let kernel = |t: usize| {
+    let kernels_of = |op: Op, t: usize| {
         let spec = InputSpec {
-            op: Op::Seam,
+            op,
             t,
             norm: true,
             proj_nk: (0, 0),
         };
         let m = synth::inputs(&c, &spec, t as u64);
-        let args = OpArgs::from_map(Op::Seam, &c, &m, false).unwrap();
+        let args = OpArgs::from_map(op, &c, &m, false).unwrap();
         let (_, r) = e.execute(&args).unwrap();
         r.kernels.join(",")
     };
+    let kernel = |t: usize| kernels_of(Op::Seam, t);
     let clusters = e.info().cc.0 >= 9;
     assert_eq!(
         clusters,
@@ -295,17 +296,7 @@ fn the_cluster_kernel_serves_small_t() {
     assert_eq!(kernel(300), "mhc_seam,mhc_seam (tails)");
     // The V4 seam (its own pre-mix): clusters in tiles of 16 tokens while they fit one wave (no
     // lanes by channels, no tiles of 32), then the tile kernel.
-    let kernel_v4 = |t: usize| {
-        let spec = InputSpec {
-            op: Op::SeamV4,
-            t,
-            norm: true,
-            proj_nk: (0, 0),
-        };
-        let m = synth::inputs(&c, &spec, t as u64);
-        let args = OpArgs::from_map(Op::SeamV4, &c, &m, false).unwrap();
-        e.execute(&args).unwrap().1.kernels.join(",")
-    };
+    let kernel_v4 = |t: usize| kernels_of(Op::SeamV4, t);
     let v4 = if clusters {
         "mhc_seam_v4_clp"
     } else {
