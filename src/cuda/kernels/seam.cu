@@ -1511,48 +1511,48 @@ __device__ void seam_cluster_body(const FusedParams& p) {
       }
       if (stamp) STAMP_BY(p.timeline, 11);
     }
-  } else if (!CARRIED) {
-    // V4: the collapse with this seam's pre, from r' (or r) in registers, in the order of the
-    // tile kernel's finisher; with a norm, the chunk's norm leaf of each row to the row's block,
-    // which sums the canonical tree and sends the factor back (s_nbar), then the RMSNorm pass as
-    // for the carried ops; without, the collapse is the layer input.
-    mbar_wait_cluster(&s_pbar, 0);
+  } else {
+    if (!CARRIED) {
+      // V4: the collapse with this seam's pre, from r' (or r) in registers, in the order of the
+      // tile kernel's finisher; with a norm, the chunk's norm leaf of each row to the row's
+      // block, which sums the canonical tree and sends the factor back (s_nbar) for the RMSNorm
+      // pass below; without, the collapse is the layer input.
+      mbar_wait_cluster(&s_pbar, 0);
 #pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      const int r = g + 8 * rr;
-      if (rows <= 8 * rr) break;  // warp-uniform: no row here or after
-      float sf[NS][8], c[8];
+      for (int rr = 0; rr < 2; ++rr) {
+        const int r = g + 8 * rr;
+        if (rows <= 8 * rr) break;  // warp-uniform: no row here or after
+        float sf[NS][8], c[8];
 #pragma unroll
-      for (int j = 0; j < NS; ++j) unpack8(av[0][rr][j], sf[j]);
-      const float* pr = s_pre[r < rows ? r : 0];
+        for (int j = 0; j < NS; ++j) unpack8(av[0][rr][j], sf[j]);
+        const float* pr = s_pre[r < rows ? r : 0];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        float acc = __fmul_rn(pr[0], sf[0][e]);
+        for (int e = 0; e < 8; ++e) {
+          float acc = __fmul_rn(pr[0], sf[0][e]);
 #pragma unroll
-        for (int j = 1; j < NS; ++j) acc = mul_add_rn(acc, pr[j], sf[j][e]);
-        c[e] = ok[0][rr] ? acc : 0.0f;
-      }
-      if (has_norm) {
-        cb[0][rr] = pack8(c);
-        float cr[8];
-        unpack8(cb[0][rr], cr);
-        double sq = 0.0;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) sq += (double)(cr[e] * cr[e]);
-        sq += __shfl_xor_sync(FULL_MASK, sq, 1);
-        sq += __shfl_xor_sync(FULL_MASK, sq, 2);
-        if (chunk_ok && r < rows && q == 0) {
-          const u32 owner = (u32)(r % CL);
-          st_async_f64(cluster_map(lnss + (r / CL) * chunks + chunk, owner), sq, cluster_map(&s_lbar, owner));
+          for (int j = 1; j < NS; ++j) acc = mul_add_rn(acc, pr[j], sf[j][e]);
+          c[e] = ok[0][rr] ? acc : 0.0f;
         }
-      } else {
-        emit_li(p, tok[0][rr], h, c, ok[0][rr], q == 0);
+        if (has_norm) {
+          cb[0][rr] = pack8(c);
+          float cr[8];
+          unpack8(cb[0][rr], cr);
+          double sq = 0.0;
+#pragma unroll
+          for (int e = 0; e < 8; ++e) sq += (double)(cr[e] * cr[e]);
+          sq += __shfl_xor_sync(FULL_MASK, sq, 1);
+          sq += __shfl_xor_sync(FULL_MASK, sq, 2);
+          if (chunk_ok && r < rows && q == 0) {
+            const u32 owner = (u32)(r % CL);
+            st_async_f64(cluster_map(lnss + (r / CL) * chunks + chunk, owner), sq, cluster_map(&s_lbar, owner));
+          }
+        } else {
+          emit_li(p, tok[0][rr], h, c, ok[0][rr], q == 0);
+        }
       }
-    }
-    if (has_norm) {
       // The norm's factor of each row finished here: warp W - 1 - o takes row o, once every
       // chunk's leaf has landed.
-      if (warp < W) {
+      if (has_norm && warp < W) {
         for (int o = W - 1 - warp; o < own; o += W) {
           mbar_wait_cluster(&s_lbar, 0);
           const double sn = warp_tree_f64(lnss + o * chunks, chunks, pw);
@@ -1563,39 +1563,26 @@ __device__ void seam_cluster_body(const FusedParams& p) {
           }
         }
       }
+    }
+    if (has_norm) {
+      // The RMSNorm of the block's chunks of the layer input, from the collapse kept in
+      // registers, with the rows' factors from their blocks (off the gates' path).
       mbar_wait_cluster(&s_nbar, 0);
       const float4 nw0 = s_nw[(warp * CHUNK + 8 * q) / 4], nw1 = s_nw[(warp * CHUNK + 8 * q) / 4 + 1];
       const float w8[8] = {nw0.x, nw0.y, nw0.z, nw0.w, nw1.x, nw1.y, nw1.z, nw1.w};
 #pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        const int r = g + 8 * rr;
-        if (rows <= 8 * rr) break;  // warp-uniform
-        const float rinv = ok[0][rr] ? s_rinv[r] : 0.0f;
-        float c[8], val[8];
-        unpack8(cb[0][rr], c);
+      for (int m = 0; m < MT; ++m) {
 #pragma unroll
-        for (int e = 0; e < 8; ++e) val[e] = __fmul_rn(__fmul_rn(c[e], rinv), w8[e]);
-        emit_li(p, tok[0][rr], h, val, ok[0][rr], q == 0);
-      }
-    }
-  } else if (has_norm) {
-    // The RMSNorm of the block's chunks of the layer input, from the collapse kept in registers,
-    // with the rows' factors from their blocks (off the gates' path).
-    mbar_wait_cluster(&s_nbar, 0);
-    const float4 nw0 = s_nw[(warp * CHUNK + 8 * q) / 4], nw1 = s_nw[(warp * CHUNK + 8 * q) / 4 + 1];
-    const float w8[8] = {nw0.x, nw0.y, nw0.z, nw0.w, nw1.x, nw1.y, nw1.z, nw1.w};
+        for (int rr = 0; rr < 2; ++rr) {
+          const int r = g + 8 * rr + MAXTT * m;
+          if (rows <= MAXTT * m + 8 * rr) break;  // warp-uniform: no row here or after
+          const float rinv = ok[m][rr] ? s_rinv[r] : 0.0f;
+          float c[8], val[8];
+          unpack8(cb[m][rr], c);
 #pragma unroll
-    for (int m = 0; m < MT; ++m) {
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        const int r = g + 8 * rr + MAXTT * m;
-        if (rows <= MAXTT * m + 8 * rr) break;  // warp-uniform: no row here or after
-        const float rinv = ok[m][rr] ? s_rinv[r] : 0.0f;
-        float c[8], val[8];
-        unpack8(cb[m][rr], c);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) val[e] = __fmul_rn(__fmul_rn(c[e], rinv), w8[e]);
-        emit_li(p, tok[m][rr], h, val, ok[m][rr], q == 0);
+          for (int e = 0; e < 8; ++e) val[e] = __fmul_rn(__fmul_rn(c[e], rinv), w8[e]);
+          emit_li(p, tok[m][rr], h, val, ok[m][rr], q == 0);
+        }
       }
     }
   }
