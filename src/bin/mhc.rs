@@ -199,6 +199,17 @@ enum BenchOp {
     All,
 }
 
+impl BenchOp {
+    /// The seam op it times (the V4.1 seam unless `seam-v4`).
+    fn seam_op(self) -> Op {
+        if self == BenchOp::SeamV4 {
+            Op::SeamV4
+        } else {
+            Op::Seam
+        }
+    }
+}
+
 #[derive(Args)]
 struct BenchArgs {
     #[arg(long, value_enum, default_value = "auto")]
@@ -671,11 +682,7 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
             a.tokens.clone()
         };
         if a.op != BenchOp::Projection {
-            let op = if a.op == BenchOp::SeamV4 {
-                Op::SeamV4
-            } else {
-                Op::Seam
-            };
+            let op = a.op.seam_op();
             let pb = bar((tokens.len() * cfgs.len()) as u64);
             for cfg in &cfgs {
                 rows.extend(mhc::bench::gpu::seam_rows(
@@ -708,11 +715,7 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
                     .into(),
             ));
         }
-        let op = if a.op == BenchOp::SeamV4 {
-            Op::SeamV4
-        } else {
-            Op::Seam
-        };
+        let op = a.op.seam_op();
         let pb = bar((tokens.len() * cfgs.len()) as u64);
         for cfg in &cfgs {
             rows.extend(mhc::bench::cpu::seam_rows(op, cfg, &tokens, 5, &pb)?);
