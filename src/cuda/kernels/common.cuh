@@ -470,3 +470,33 @@ __device__ __forceinline__ void mbar_wait_cluster(unsigned long long* bar, u32 p
         : "memory");
   } while (!done);
 }
+
+// Pairwise tree over a sequence of f64 values pushed in order (push k is leaf k; the canonical
+// order of the sums of squares, reference::tree_sum_squares): after n pushes lev[l] holds, for
+// each set bit l of n, a whole subtree of 2^l leaves. finish(n) adds them smallest first, which is the tree over n
+// leaves padded with zeros to a power of two (x + 0 = x). Up to 2^16 leaves.
+struct TreeStack {
+  double lev[16];
+  __device__ __forceinline__ void push(double v, int k) {
+#pragma unroll
+    for (int l = 0; l < 16; ++l) {
+      if (!((k >> l) & 1)) {
+        lev[l] = v;
+        break;
+      }
+      v = lev[l] + v;
+    }
+  }
+  __device__ __forceinline__ double finish(int n) {
+    double acc = 0.0;
+    bool any = false;
+#pragma unroll
+    for (int l = 0; l < 16; ++l) {
+      if ((n >> l) & 1) {
+        acc = any ? lev[l] + acc : lev[l];
+        any = true;
+      }
+    }
+    return acc;
+  }
+};

@@ -25,16 +25,16 @@ extern "C" __global__ void uf_post_map(const bf16_t* x, const bf16_t* r, const f
 // channels. Chunk c (channels 32c..32c+32) is ((part0 + part1) + (part2 + part3)), part q the
 // squares of channels 32c + 8q + e (e = 0..8) stream by stream; the chunks are added by a
 // pairwise tree over the chunk index padded with zeros to a power of two P. Thread i owns the
-// aligned subtree of chunks [i s, (i + 1) s), s = max(1, P / BLOCK), summed by a binary-counter
-// stack; the block then adds the threads' values by the same pairwise tree (threads past P hold
-// zeros, and x + 0 = x). One block per token; every thread gets the total.
+// aligned subtree of chunks [i s, (i + 1) s), s = max(1, P / BLOCK), summed by a TreeStack
+// (common.cuh); the block then adds the threads' values by the same pairwise tree (threads past
+// P hold zeros, and x + 0 = x). One block per token; every thread gets the total.
 __device__ double canonical_sum_squares(const bf16_t* v, int streams, int h) {
   __shared__ double red[BLOCK];
   const int chunks = (h + 31) / 32;
   int pw = 1;
   while (pw < chunks) pw <<= 1;
   const int span = pw > BLOCK ? pw / BLOCK : 1;
-  double stack[32];
+  TreeStack stack;
   double mine = 0.0;
   if ((int)threadIdx.x * span < pw) {
     for (int i = 0; i < span; ++i) {
@@ -51,12 +51,9 @@ __device__ double canonical_sum_squares(const bf16_t* v, int streams, int h) {
               }
             }
       }
-      double val = (parts[0] + parts[1]) + (parts[2] + parts[3]);
-      int lvl = 0;
-      for (int k = i; k & 1; k >>= 1) val = stack[lvl++] + val;
-      stack[lvl] = val;
+      stack.push((parts[0] + parts[1]) + (parts[2] + parts[3]), i);
     }
-    mine = stack[__ffs(span) - 1];
+    mine = stack.finish(span);
   }
   red[threadIdx.x] = mine;
   __syncthreads();
