@@ -294,8 +294,9 @@ fn the_cluster_kernel_serves_small_t() {
     assert_eq!(kernel(224), small2);
     assert_eq!(kernel(225), "mhc_seam");
     assert_eq!(kernel(300), "mhc_seam,mhc_seam (tails)");
-    // The V4 seam (its own pre-mix): clusters in tiles of 16 tokens while they fit one wave (no
-    // lanes by channels, no tiles of 32), then the tile kernel.
+    // The V4 seam (its own pre-mix): clusters in tiles of 16 tokens (no lanes by channels, no
+    // tiles of 32) in up to three waves of seven clusters (plan.rs, V4_CLUSTER_WAVES), then the
+    // tile kernel.
     let kernel_v4 = |t: usize| kernels_of(Op::SeamV4, t);
     let v4 = if clusters {
         "mhc_seam_v4_clp"
@@ -305,7 +306,9 @@ fn the_cluster_kernel_serves_small_t() {
     assert_eq!(kernel_v4(1), v4);
     assert_eq!(kernel_v4(16), v4);
     assert_eq!(kernel_v4(112), v4);
-    assert_eq!(kernel_v4(113), "mhc_seam_v4");
+    assert_eq!(kernel_v4(113), v4);
+    assert_eq!(kernel_v4(336), v4);
+    assert_eq!(kernel_v4(337), "mhc_seam_v4,mhc_seam_v4 (tails)");
     e.set_use_prepared_fn(false);
     assert_eq!(
         kernel(1),

@@ -588,7 +588,8 @@ impl CudaEngine {
     /// The fused kernel of `op` for T tokens of hidden size H and its plan: the cluster kernel
     /// (clusters of 16 blocks, else 12 or 8, in tiles of 16 tokens, else clusters of 16 in tiles
     /// of 32) where the device runs all of the call's clusters at once (on the H200, seven
-    /// clusters of 16: T <= 112, or T <= 224 in tiles of 32), unless a tile plan is forced or the
+    /// clusters of 16: T <= 112, or T <= 224 in tiles of 32; the V4 seam, which has no tiles of
+    /// 32, in up to `plan::V4_CLUSTER_WAVES` waves: T <= 336), unless a tile plan is forced or the
     /// call runs without PDL at T <= 4 without prepared fn, else the tile kernel. The seam's
     /// tiles of at most 4 tokens take the lanes-by-channels variants, and with PDL at T <= 28 the
     /// rows spread over several clusters in tiles of 1, 2 or 4 tokens (`plan::small_tile_tokens`);
@@ -645,9 +646,16 @@ impl CudaEngine {
                             let active =
                                 self.dev
                                     .max_active_clusters(kname, cl, p.warps * 32, p.smem)?;
-                            // Forced: wherever it can run at all; else only in one wave of
-                            // clusters.
-                            let need = if forced.is_some() { 1 } else { p.tiles };
+                            // Forced: wherever it can run at all; the V4 seam in up to
+                            // V4_CLUSTER_WAVES waves of clusters (it has no tiles of 32); else
+                            // only in one wave.
+                            let need = if forced.is_some() {
+                                1
+                            } else if op == Op::SeamV4 {
+                                p.tiles.div_ceil(plan::V4_CLUSTER_WAVES)
+                            } else {
+                                p.tiles
+                            };
                             if active >= need {
                                 // How many clusters the call's rows spread over (0: whole
                                 // tiles). Tiles of 32 tokens: smaller tiles over as many clusters
