@@ -104,9 +104,10 @@ fi
 if want sanitize || want sanitize-seam; then
   # T = 128: the cluster kernel's tiles of 32 tokens (mhc_seam_clp2).
   step memcheck compute-sanitizer --tool memcheck $B/mhc check --backend cuda --tokens 1,33,128,300 --preset v4.1-flash
-  # seam_v4 at T = 300: the tile kernel's finisher with the norm's tree over warp-rows.
   step racecheck compute-sanitizer --tool racecheck $B/mhc check --backend cuda --tokens 1,33,128 --ops seam --preset v4.1-flash
-  step racecheck-v4 compute-sanitizer --tool racecheck $B/mhc check --backend cuda --tokens 1,300 --ops seam_v4 --preset v4-flash
+  # seam_v4 at T = 200: the cluster kernel in waves; at T = 400: the tile kernel's finisher with
+  # the norm's tree over warp-rows.
+  step racecheck-v4 compute-sanitizer --tool racecheck $B/mhc check --backend cuda --tokens 1,200,400 --ops seam_v4 --preset v4-flash
   step synccheck compute-sanitizer --tool synccheck $B/mhc check --backend cuda --tokens 1,33,128 --ops seam,pre_delayed,entry --preset v4.1-flash
 fi
 if want sanitize || want sanitize-unfused; then
