@@ -336,6 +336,14 @@ fn the_cluster_kernel_serves_small_t() {
     assert_eq!(kernel(16), small);
     e.set_use_prepared_fn(false);
     assert_eq!(kernel(1), "mhc_seam");
+    // The V4 seam's tile kernel is slower at every small T: its cluster kernel either way.
+    let v4_unprepared = if clusters {
+        "mhc_seam_v4_cl"
+    } else {
+        "mhc_seam_v4"
+    };
+    assert_eq!(kernel_v4(1), v4_unprepared);
+    assert_eq!(kernel_v4(4), v4_unprepared);
     e.set_use_prepared_fn(true);
     e.set_pdl(true);
     e.set_cluster_override(Some(0));

@@ -614,7 +614,10 @@ impl CudaEngine {
             // of fn (123 KB at H = 5120) on the critical path: at T <= 4 the tile kernel is
             // faster there (H200, same run: +3 to +14 % for the cluster kernel at H = 5120 and
             // 7168; PERF_NOTES.md attempt 30), unless the cluster kernel reads prepared fn (then
-            // -8 % at H = 5120 and -17 % at 4096 at T = 1, attempt 33).
+            // -8 % at H = 5120 and -17 % at 4096 at T = 1, attempt 33). Not for the V4 seam, whose
+            // tile kernel runs the collapse and the norm after the gates on one block (H = 7168,
+            // where the prepared variant does not fit: 20.0 us at T = 1 and 28.8 at T = 4 on the
+            // tile kernel without PDL against 20.3 at T = 16 on the cluster kernel; attempt 53).
             let pdl = self.fused_pdl(op);
             let sizes: &[u32] = match forced {
                 Some(0) => &[],
@@ -622,7 +625,7 @@ impl CudaEngine {
                 None if !tile_forced => &[plan::CL_MAX, 12, 8],
                 None => &[],
             };
-            let unprepared_ok = forced.is_some() || pdl || t > 4;
+            let unprepared_ok = forced.is_some() || pdl || t > 4 || op == Op::SeamV4;
             let mts: &[u32] = match self.cluster_mtiles.get().or(self.env_mtiles) {
                 Some(1) => &[1],
                 Some(_) => &[2],
