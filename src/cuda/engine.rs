@@ -590,13 +590,13 @@ impl CudaEngine {
     /// of 32) where the device runs all of the call's clusters at once (on the H200, seven
     /// clusters of 16: T <= 112, or T <= 224 in tiles of 32; the V4 seam, which has no tiles of
     /// 32, in up to `plan::V4_CLUSTER_WAVES` waves: T <= 336), unless a tile plan is forced or the
-    /// call runs without PDL at T <= 4 without prepared fn, else the tile kernel. The seam's
-    /// tiles of at most 4 tokens take the lanes-by-channels variants, and with PDL at T <= 28 the
-    /// rows spread over several clusters in tiles of 1, 2 or 4 tokens (`plan::small_tile_tokens`);
-    /// `set_cluster_override` or `MHC_CLUSTER` forces the choice, `set_cluster_mtiles` or
-    /// `MHC_CLUSTER_MTILES` the cluster kernel's tiles, `set_cluster_spread` /
-    /// `MHC_CLUSTER_SPREAD` and `set_cluster_channels` / `MHC_CLUSTER_CHANNELS` turn the
-    /// spreading and the channel variants off.
+    /// call runs without PDL at T <= 4 without prepared fn (not the V4 seam), else the tile
+    /// kernel. The seam's tiles of at most 4 tokens take the lanes-by-channels variants, and with
+    /// PDL at T <= 28 the rows spread over several clusters in tiles of 1, 2 or 4 tokens
+    /// (`plan::small_tile_tokens`); `set_cluster_override` or `MHC_CLUSTER` forces the choice,
+    /// `set_cluster_mtiles` or `MHC_CLUSTER_MTILES` the cluster kernel's tiles,
+    /// `set_cluster_spread` / `MHC_CLUSTER_SPREAD` and `set_cluster_channels` /
+    /// `MHC_CLUSTER_CHANNELS` turn the spreading and the channel variants off.
     fn fused_plan(
         &self,
         op: Op,
