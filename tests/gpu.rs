@@ -295,8 +295,8 @@ fn the_cluster_kernel_serves_small_t() {
     assert_eq!(kernel(225), "mhc_seam");
     assert_eq!(kernel(300), "mhc_seam,mhc_seam (tails)");
     // The V4 seam (its own pre-mix): clusters in tiles of 16 tokens (no lanes by channels, no
-    // tiles of 32) in up to three waves of seven clusters (plan.rs, V4_CLUSTER_WAVES), then the
-    // tile kernel.
+    // tiles of 32) in up to three waves of seven clusters (plan.rs,
+    // COLLAPSE_AFTER_GATES_WAVES), then the tile kernel.
     let kernel_v4 = |t: usize| kernels_of(Op::SeamV4, t);
     let v4 = if clusters {
         "mhc_seam_v4_clp"

@@ -318,6 +318,16 @@ fn fused_kernel(op: Op) -> Option<(&'static str, KernelShape)> {
     })
 }
 
+/// Whether the fused op's tile kernel forms the collapse after the gates (the op's own pre-mix,
+/// CARRIED = 0 in kernels/seam.cu): in its finisher, one block a tile, after the gates, the
+/// collapse from r' in memory, then the norm: a serial chain the cluster kernel keeps on 16 SMs
+/// with r' in registers. For such an op the cluster kernel stays the faster one further: in
+/// waves (`plan::COLLAPSE_AFTER_GATES_WAVES`) and without PDL at small T (PERF_NOTES.md attempts
+/// 52 and 53, the V4 seam: the one such op with a cluster kernel).
+fn collapse_after_gates(op: Op) -> bool {
+    matches!(op, Op::SeamV4 | Op::Pre | Op::Head)
+}
+
 /// The cluster kernel of a fused op for tiles of 16 tokens (`mtiles` = 1) or 32 (2), where it
 /// has one (the ops with 24 gates), and its variant that reads fn prepared by `mhc_fn_split`,
 /// where it has one.
@@ -588,10 +598,10 @@ impl CudaEngine {
     /// The fused kernel of `op` for T tokens of hidden size H and its plan: the cluster kernel
     /// (clusters of 16 blocks, else 12 or 8, in tiles of 16 tokens, else clusters of 16 in tiles
     /// of 32) where the device runs all of the call's clusters at once (on the H200, seven
-    /// clusters of 16: T <= 112, or T <= 224 in tiles of 32; the V4 seam, which has no tiles of
-    /// 32, in up to `plan::V4_CLUSTER_WAVES` waves: T <= 336), unless a tile plan is forced or the
-    /// call runs without PDL at T <= 4 without prepared fn (not the V4 seam), else the tile
-    /// kernel. The seam's tiles of at most 4 tokens take the lanes-by-channels variants, and with
+    /// clusters of 16: T <= 112, or T <= 224 in tiles of 32; an op whose tile kernel forms the
+    /// collapse after the gates, the V4 seam, in up to `plan::COLLAPSE_AFTER_GATES_WAVES` waves:
+    /// T <= 336), unless a tile plan is forced or the call runs without PDL at T <= 4 without
+    /// prepared fn (not such an op), else the tile kernel. The seam's tiles of at most 4 tokens take the lanes-by-channels variants, and with
     /// PDL at T <= 28 the rows spread over several clusters in tiles of 1, 2 or 4 tokens
     /// (`plan::small_tile_tokens`); `set_cluster_override` or `MHC_CLUSTER` forces the choice,
     /// `set_cluster_mtiles` or `MHC_CLUSTER_MTILES` the cluster kernel's tiles,
@@ -614,10 +624,10 @@ impl CudaEngine {
             // of fn (123 KB at H = 5120) on the critical path: at T <= 4 the tile kernel is
             // faster there (H200, same run: +3 to +14 % for the cluster kernel at H = 5120 and
             // 7168; PERF_NOTES.md attempt 30), unless the cluster kernel reads prepared fn (then
-            // -8 % at H = 5120 and -17 % at 4096 at T = 1, attempt 33). Not for the V4 seam, whose
-            // tile kernel runs the collapse and the norm after the gates on one block (H = 7168,
-            // where the prepared variant does not fit: 20.0 us at T = 1 and 28.8 at T = 4 on the
-            // tile kernel without PDL against 20.3 at T = 16 on the cluster kernel; attempt 53).
+            // -8 % at H = 5120 and -17 % at 4096 at T = 1, attempt 33). Not where the tile kernel
+            // forms the collapse after the gates (the V4 seam at H = 7168, where the prepared
+            // variant does not fit: 20.0 us at T = 1 and 28.8 at T = 4 on the tile kernel without
+            // PDL against 20.3 at T = 16 on the cluster kernel; attempt 53).
             let pdl = self.fused_pdl(op);
             let sizes: &[u32] = match forced {
                 Some(0) => &[],
@@ -625,7 +635,7 @@ impl CudaEngine {
                 None if !tile_forced => &[plan::CL_MAX, 12, 8],
                 None => &[],
             };
-            let unprepared_ok = forced.is_some() || pdl || t > 4 || op == Op::SeamV4;
+            let unprepared_ok = forced.is_some() || pdl || t > 4 || collapse_after_gates(op);
             let mts: &[u32] = match self.cluster_mtiles.get().or(self.env_mtiles) {
                 Some(1) => &[1],
                 Some(_) => &[2],
@@ -649,13 +659,13 @@ impl CudaEngine {
                             let active =
                                 self.dev
                                     .max_active_clusters(kname, cl, p.warps * 32, p.smem)?;
-                            // Forced: wherever it can run at all; the V4 seam in up to
-                            // V4_CLUSTER_WAVES waves of clusters (it has no tiles of 32); else
-                            // only in one wave.
+                            // Forced: wherever it can run at all; where the tile kernel forms
+                            // the collapse after the gates, in up to COLLAPSE_AFTER_GATES_WAVES
+                            // waves of clusters; else only in one wave.
                             let need = if forced.is_some() {
                                 1
-                            } else if op == Op::SeamV4 {
-                                p.tiles.div_ceil(plan::V4_CLUSTER_WAVES)
+                            } else if collapse_after_gates(op) {
+                                p.tiles.div_ceil(plan::COLLAPSE_AFTER_GATES_WAVES)
                             } else {
                                 p.tiles
                             };

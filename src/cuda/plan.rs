@@ -326,12 +326,13 @@ pub fn small_tile_tokens(t: usize, active: u32) -> Option<usize> {
         .or_else(|| (t.div_ceil(4) <= active as usize).then_some(4))
 }
 
-/// Waves of clusters the V4 seam's cluster kernel may take before the tile kernel is faster. It
-/// has no tiles of 32 tokens, so past one wave (T > 112 on the H200) its clusters of 16 tokens
-/// run in waves; measured on the H200 at H = 5120 (PERF_NOTES.md attempt 52), with and without
-/// PDL: two waves (T = 128-224) -52 to -54 %, three (T = 256) -37 %, four (T = 384) even, five
-/// (T = 512) +8 % against the tile kernel.
-pub const V4_CLUSTER_WAVES: u32 = 3;
+/// Waves of clusters the cluster kernel may take, for an op whose tile kernel forms the collapse
+/// after the gates (the V4 seam), before that tile kernel is faster. Past one wave (T > 112 on
+/// the H200) its clusters of 16 tokens run in waves; measured on the H200 at H = 5120
+/// (PERF_NOTES.md attempt 52), with and without PDL: two waves (T = 128-224) -52 to -54 %, three
+/// (T = 256) -37 %, four (T = 384) even, five (T = 512) +8 % against the tile kernel. (The V4.1
+/// seam, whose tile kernel parks its collapse before the gates, does not gain from waves.)
+pub const COLLAPSE_AFTER_GATES_WAVES: u32 = 3;
 
 /// `MHC_PREPARED_FN`: 0 makes the engine ignore prepared fn (default 1).
 pub fn prepared_fn_setting() -> Result<bool> {
