@@ -250,9 +250,11 @@ fn the_cluster_kernel_serves_small_t() {
             == 16
     );
     e.set_pdl(true);
+    // The cluster kernel's name where the device has clusters, else the tile kernel's.
+    let or_tile = |cl: &'static str, tile: &'static str| if clusters { cl } else { tile };
     // The call brings fn prepared by split_fn_weight (the backend prepares it like
     // DeviceSeamWeights): its variant, which fits at H = 5120; off, the plain cluster kernel.
-    let small = if clusters { "mhc_seam_clp" } else { "mhc_seam" };
+    let small = or_tile("mhc_seam_clp", "mhc_seam");
     // T <= 4: lanes by channels in the elementwise phase (rows of at most 1, 2 or 4 tokens).
     let ch = |v: &str| {
         if clusters {
@@ -285,11 +287,7 @@ fn the_cluster_kernel_serves_small_t() {
     assert_eq!(kernel(33), small);
     assert_eq!(kernel(112), small);
     // Past seven clusters of 16 tokens, tiles of 32 tokens: T <= 224 in one wave.
-    let small2 = if clusters {
-        "mhc_seam_clp2"
-    } else {
-        "mhc_seam"
-    };
+    let small2 = or_tile("mhc_seam_clp2", "mhc_seam");
     assert_eq!(kernel(113), small2);
     assert_eq!(kernel(224), small2);
     assert_eq!(kernel(225), "mhc_seam");
@@ -298,11 +296,7 @@ fn the_cluster_kernel_serves_small_t() {
     // tiles of 32) in up to three waves of seven clusters (plan.rs,
     // COLLAPSE_AFTER_GATES_WAVES), then the tile kernel.
     let kernel_v4 = |t: usize| kernels_of(Op::SeamV4, t);
-    let v4 = if clusters {
-        "mhc_seam_v4_clp"
-    } else {
-        "mhc_seam_v4"
-    };
+    let v4 = or_tile("mhc_seam_v4_clp", "mhc_seam_v4");
     assert_eq!(kernel_v4(1), v4);
     assert_eq!(kernel_v4(16), v4);
     assert_eq!(kernel_v4(112), v4);
@@ -310,18 +304,8 @@ fn the_cluster_kernel_serves_small_t() {
     assert_eq!(kernel_v4(336), v4);
     assert_eq!(kernel_v4(337), "mhc_seam_v4,mhc_seam_v4 (tails)");
     e.set_use_prepared_fn(false);
-    assert_eq!(
-        kernel(1),
-        if clusters {
-            "mhc_seam_cl_ch1"
-        } else {
-            "mhc_seam"
-        }
-    );
-    assert_eq!(
-        kernel(128),
-        if clusters { "mhc_seam_cl2" } else { "mhc_seam" }
-    );
+    assert_eq!(kernel(1), or_tile("mhc_seam_cl_ch1", "mhc_seam"));
+    assert_eq!(kernel(128), or_tile("mhc_seam_cl2", "mhc_seam"));
     e.set_use_prepared_fn(true);
     // Tiles of 32 forced at small T, and of 16 at T = 128 (then the tile kernel: 8 clusters).
     e.set_cluster_mtiles(Some(2));
@@ -337,13 +321,8 @@ fn the_cluster_kernel_serves_small_t() {
     e.set_use_prepared_fn(false);
     assert_eq!(kernel(1), "mhc_seam");
     // The V4 seam's tile kernel is slower at every small T: its cluster kernel either way.
-    let v4_unprepared = if clusters {
-        "mhc_seam_v4_cl"
-    } else {
-        "mhc_seam_v4"
-    };
-    assert_eq!(kernel_v4(1), v4_unprepared);
-    assert_eq!(kernel_v4(4), v4_unprepared);
+    assert_eq!(kernel_v4(1), or_tile("mhc_seam_v4_cl", "mhc_seam_v4"));
+    assert_eq!(kernel_v4(4), or_tile("mhc_seam_v4_cl", "mhc_seam_v4"));
     e.set_use_prepared_fn(true);
     e.set_pdl(true);
     e.set_cluster_override(Some(0));
