@@ -601,9 +601,10 @@ impl CudaEngine {
     /// clusters of 16: T <= 112, or T <= 224 in tiles of 32; an op whose tile kernel forms the
     /// collapse after the gates, the V4 seam, in up to `plan::COLLAPSE_AFTER_GATES_WAVES` waves:
     /// T <= 336), unless a tile plan is forced or the call runs without PDL at T <= 4 without
-    /// prepared fn (not such an op), else the tile kernel. The seam's tiles of at most 4 tokens take the lanes-by-channels variants, and with
-    /// PDL at T <= 28 the rows spread over several clusters in tiles of 1, 2 or 4 tokens
-    /// (`plan::small_tile_tokens`); `set_cluster_override` or `MHC_CLUSTER` forces the choice,
+    /// prepared fn (not such an op), else the tile kernel. The seam's tiles of at most 4 tokens
+    /// take the lanes-by-channels variants, and with PDL at T <= 28 the rows spread over several
+    /// clusters in tiles of 1, 2 or 4 tokens (`plan::small_tile_tokens`);
+    /// `set_cluster_override` or `MHC_CLUSTER` forces the choice,
     /// `set_cluster_mtiles` or `MHC_CLUSTER_MTILES` the cluster kernel's tiles,
     /// `set_cluster_spread` / `MHC_CLUSTER_SPREAD` and `set_cluster_channels` /
     /// `MHC_CLUSTER_CHANNELS` turn the spreading and the channel variants off.
@@ -662,12 +663,15 @@ impl CudaEngine {
                             // Forced: wherever it can run at all; where the tile kernel forms
                             // the collapse after the gates, in up to COLLAPSE_AFTER_GATES_WAVES
                             // waves of clusters; else only in one wave.
+                            let waves = if collapse_after_gates(op) {
+                                plan::COLLAPSE_AFTER_GATES_WAVES
+                            } else {
+                                1
+                            };
                             let need = if forced.is_some() {
                                 1
-                            } else if collapse_after_gates(op) {
-                                p.tiles.div_ceil(plan::COLLAPSE_AFTER_GATES_WAVES)
                             } else {
-                                p.tiles
+                                p.tiles.div_ceil(waves)
                             };
                             if active >= need {
                                 // How many clusters the call's rows spread over (0: whole
