@@ -3,6 +3,7 @@
 #   scripts/gpu-session.sh [STEP...]     steps: info kernels tests tests-fast tests-slow check bench
 #                                        tune cltune ncu sanitize sanitize-seam sanitize-proj
 #                                        sanitize-unfused proj bench-v4 projtune projab seamab projtl
+#                                        tests-only (TEST_FILTER)
 #                                        timeline all
 #                                        (default all)
 # Expects the binaries of scripts/build-gpu-bundle.sh in .gpu/. Writes logs, JSON and plots under
@@ -50,6 +51,9 @@ if want tests || want tests-slow; then
   for h in ${SLOW_H:-4096 5120 7168}; do
     TAIL=40 step test-gpu-slow-$h env MHC_REQUIRE_GPU=1 $B/test-gpu --test-threads=1 fused_every_op_every_t_h$h
   done
+fi
+if [[ " $STEPS " == *" tests-only "* ]]; then  # explicit only: the GPU tests named by TEST_FILTER
+  TAIL=40 step test-gpu-only env MHC_REQUIRE_GPU=1 $B/test-gpu --test-threads=1 ${TEST_FILTER:?TEST_FILTER}
 fi
 if want check; then
   step check-cuda $B/mhc check --backend cuda --tokens 1,7,128 --json "$OUT/check.json"
@@ -128,14 +132,18 @@ if want timeline; then
   TAIL=40 step timeline $B/mhc bench --backend cuda --hidden ${TL_H:-5120} --timeline --tokens ${TL_T:-1,4,16,64,128,512,2048} --json "$OUT/timeline.json"
 fi
 if want projtune; then
-  # The projection under forced plans (PROJ_PLANS: "auto" or kpw,nst; PROJ_ARGS picks the shapes).
-  # Only "auto" also times cuBLAS, as the run's reference.
-  for plan in ${PROJ_PLANS:-auto}; do
-    if [ "$plan" = auto ]; then
-      step projtune-auto env -u MHC_PROJ_PLAN $B/mhc bench --backend cuda --op projection --pdl on ${PROJ_ARGS:-} --json "$OUT/projtune-auto.json"
-    else
-      step projtune-$plan env MHC_PROJ_PLAN=$plan $B/mhc bench --backend cuda --op projection --pdl on --no-baseline ${PROJ_ARGS:-} --json "$OUT/projtune-$plan.json"
-    fi
+  # The projection under forced plans (PROJ_PLANS: "auto" or kpw,nst; PROJ_ARGS picks the shapes),
+  # in PROJ_ROUNDS alternating rounds (default 1; JSON projtune-<plan>[-r<round>]). Only "auto" of
+  # the first round also times cuBLAS, as the run's reference.
+  for round in $(seq 1 ${PROJ_ROUNDS:-1}); do
+    sfx=$([ "${PROJ_ROUNDS:-1}" = 1 ] || echo "-r$round")
+    for plan in ${PROJ_PLANS:-auto}; do
+      if [ "$plan" = auto ]; then
+        step projtune-auto$sfx env -u MHC_PROJ_PLAN $B/mhc bench --backend cuda --op projection --pdl on $([ $round = 1 ] || echo --no-baseline) ${PROJ_ARGS:-} --json "$OUT/projtune-auto$sfx.json"
+      else
+        step projtune-$plan$sfx env MHC_PROJ_PLAN=$plan $B/mhc bench --backend cuda --op projection --pdl on --no-baseline ${PROJ_ARGS:-} --json "$OUT/projtune-$plan$sfx.json"
+      fi
+    done
   done
 fi
 if [[ " $STEPS " == *" projab "* ]]; then  # explicit only (needs AB_BIN)

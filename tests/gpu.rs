@@ -600,7 +600,7 @@ fn lanes_by_channels_give_the_same_bits() {
 fn every_projection_plan_gives_the_same_bits() {
     gpu!(e, PathChoice::Fused);
     let c = cfg(4, 5120);
-    let plans: [(u32, u32, u32, u32, u32); 23] = [
+    let plans: [(u32, u32, u32, u32, u32); 25] = [
         (0, 0, 0, 0, 0),
         (1, 1, 0, 0, 0),
         (1, 8, 0, 0, 0),
@@ -624,9 +624,12 @@ fn every_projection_plan_gives_the_same_bits() {
         (0, 0, 3, 16, 2),
         (0, 0, 0, 0, 3),
         (0, 0, 0, 16, 3),
+        (0, 0, 0, 0, 4),
+        (0, 0, 3, 16, 4),
     ];
-    // (2, 2560, 4096), (4, 1024, 5120) and (3, 2048, 5120) take measured plans by default (plan.rs;
-    // the last two w in registers); (0, 0, 0, 0, 0) is the heuristic's.
+    // (1, 2560, 7168), (2, 2560, 4096), (4, 1024, 5120) and (3, 2048, 5120) take measured plans by
+    // default (plan.rs: w streamed through registers, then w in registers); (0, 0, 0, 0, 0) is the
+    // heuristic's.
     for (m, n, k) in [
         (1, 2560, 7168),
         (2, 2560, 4096),

@@ -113,6 +113,7 @@ pub const PROJECTION: KernelModule = KernelModule {
         "mhc_projection_rrb_c4",
         "mhc_projection_rrb_c5",
         "mhc_projection_rrb_c7",
+        "mhc_projection_rs2",
     ],
     clusters: &[],
 };

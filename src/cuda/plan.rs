@@ -452,7 +452,9 @@ pub struct ProjPlan {
 /// K = 5120 partly in shared memory; K <= 7168, M <= 8; kpw and nst are ignored), regs = 2 the
 /// same where a block has two tiles (tpb 2, or more tiles than SMs), the second whole in shared
 /// memory (K <= 5120), regs = 3 the rows dealt evenly over min(SMs, n-tiles) blocks (at most 20
-/// a block: 16 in registers as with regs = 1, the rest in shared memory; tpb is ignored).
+/// a block: 16 in registers as with regs = 1, the rest in shared memory; tpb is ignored), regs = 4
+/// w streamed through registers, 2 k-blocks a warp in flight and two blocks an SM (any K, M <= 8;
+/// one tile a block unless tpb is set).
 pub type ProjOverride = (u32, u32, u32, u32, u32);
 
 /// Plans measured faster than the heuristic on the H200 (132 SMs), applied on GPUs with 132 SMs
@@ -476,7 +478,13 @@ pub type ProjOverride = (u32, u32, u32, u32, u32);
 /// The rows dealt evenly (regs = 3, attempt 41): at K = 5120, N = 2560 with PDL, 19-20 rows on
 /// each of the 132 SMs, -1.6 to -4.3 % against the ring at M = 1, 2, 4 (one run, two rounds);
 /// at K = 4096 and 7168 it was 3-13 % slower than the ring, and is not taken there.
-const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 13] = [
+///
+/// w streamed through registers (regs = 4, attempt 55): at N = 2560 with PDL, 160 blocks of one
+/// tile, two an SM, so that a call fits one wave with room for the next call's blocks. One run,
+/// two rounds that agreed within 0.3 %: K = 7168 -2.7 / -4.5 / -5.2 % against the ring at M = 1,
+/// 2, 4; K = 4096 -2.6 / -3.1 % against two register tiles a block at M = 2 and 4 (+1.6 % against
+/// the ring at M = 1, which keeps it); K = 5120 7-8 % slower than the rows dealt evenly.
+const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 14] = [
     ((4096, 1024), (0, 0, 0, 0, 1), false, 8),
     ((5120, 1024), (0, 0, 0, 0, 1), false, 8),
     ((7168, 1024), (0, 0, 0, 0, 1), false, 8),
@@ -485,11 +493,12 @@ const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 13] = [
     ((5120, 2048), (0, 0, 0, 0, 1), false, 8),
     ((7168, 2048), (0, 0, 0, 0, 1), false, 8),
     ((4096, 2560), (2, 2, 2, 0, 0), false, 1),
-    ((4096, 2560), (0, 0, 2, 0, 2), true, 4),
+    ((4096, 2560), (0, 0, 0, 0, 4), true, 4),
     ((4096, 2560), (2, 2, 2, 0, 0), false, 4),
     ((5120, 2560), (0, 0, 0, 0, 3), true, 4),
     ((5120, 2560), (1, 2, 1, 16, 0), true, 4),
     ((5120, 2560), (2, 2, 2, 0, 0), false, 4),
+    ((7168, 2560), (0, 0, 0, 0, 4), true, 4),
 ];
 
 /// Most rows of w a block of the balanced register-resident variant takes (PBAL_MAX in
@@ -557,6 +566,25 @@ pub fn projection_plan(
     // and 2 more in shared memory (32 KB each; K <= 7168); regs = 2: two tiles a block, the
     // second whole in shared memory (K <= 5120).
     let regs = forced.map_or(0, |f| f.4);
+    // regs = 4: w streamed through registers, 2 k-blocks a warp in flight, two blocks an SM; any
+    // K; one tile a block unless tpb says otherwise.
+    if regs == 4 {
+        let rows = forced.map_or(0, |f| f.3);
+        let smem = ar.min(8) * 2 * k;
+        if !res || !matches!(rows, 0 | 16) || smem > budget {
+            return Err(Error::Unsupported(format!(
+                "projection plan with w streamed through registers (regs = 4) at M={m}, K={k}, N={n}: needs tiles of 16 rows, M <= 8 and {smem} bytes of shared memory ({budget} available)"
+            )));
+        }
+        let tpb = forced.map_or(0, |f| f.2 as usize).max(1);
+        return Ok(ProjPlan {
+            kernel: "mhc_projection_rs2",
+            kpw: 0,
+            nst: 0,
+            smem: smem as u32,
+            blocks: n.div_ceil(16).div_ceil(tpb).max(1) as u32,
+        });
+    }
     if regs != 0 {
         let ck = k.div_ceil(128).div_ceil(8);
         let rows = forced.map_or(0, |f| f.3);
@@ -839,10 +867,10 @@ mod tests {
                 let p = projection_plan(m, k, 2560, 132, true, budget, None).unwrap();
                 assert!(p.smem as usize <= budget, "{m} {k} {p:?}");
                 // A ring of two slots or more, unless w is in registers (the table's choice at
-                // K = 4096 and 5120, M <= 4).
-                let regs = p.kernel.starts_with("mhc_projection_rr");
+                // K = 4096, 5120 and 7168, M <= 4).
+                let regs = p.kernel.starts_with("mhc_projection_r");
                 assert!(
-                    regs && m <= 4 && (k == 4096 || k == 5120)
+                    regs && m <= 4 && (k == 4096 || k == 5120 || k == 7168)
                         || (2..=8).contains(&p.nst) && p.kpw >= 1,
                     "{m} {k} {p:?}"
                 );
@@ -886,7 +914,7 @@ mod tests {
         assert!(pp(1, 4096, 2560, Some((0, 1, 0, 0, 0))).is_err());
         assert_eq!(pp(1, 4096, 2560, Some((1, 4, 0, 0, 0))).unwrap().nst, 4);
         // The grid: one block per SM at most by default; ceil(tiles / tpb) when forced.
-        assert_eq!(pp(1, 7168, 2560, None).unwrap().blocks, 132);
+        assert_eq!(pp(5, 7168, 2560, None).unwrap().blocks, 132);
         assert_eq!(pp(1, 4096, 1000, None).unwrap().blocks, 125);
         assert_eq!(
             pp(1, 4096, 2560, Some((0, 0, 2, 0, 0))).unwrap().blocks,
@@ -897,8 +925,8 @@ mod tests {
             320
         );
         assert_eq!(
-            pp(1, 7168, 2560, Some((0, 0, 2, 0, 0))).unwrap().kpw,
-            pp(1, 7168, 2560, None).unwrap().kpw
+            pp(5, 7168, 2560, Some((0, 0, 2, 0, 0))).unwrap().kpw,
+            pp(5, 7168, 2560, None).unwrap().kpw
         );
         // Tiles of 16 rows: the W16 variants, for resident rows of a only; other sizes refused.
         let p = pp(1, 4096, 1024, Some((0, 0, 0, 16, 0))).unwrap();
@@ -968,15 +996,29 @@ mod tests {
         assert!(pp(1, 7168, 2048, Some((0, 0, 0, 0, 2))).is_err());
         let p = pp(1, 4096, 1024, Some((0, 0, 0, 0, 3))).unwrap();
         assert_eq!((p.kernel, p.blocks), ("mhc_projection_rrb_c4", 64));
-        assert!(pp(1, 4096, 1024, Some((0, 0, 0, 0, 4))).is_err());
+        assert!(pp(1, 4096, 1024, Some((0, 0, 0, 0, 5))).is_err());
+        // w streamed through registers: one tile a block (or tpb), any K, M <= 8.
+        let p = pp(4, 7168, 2560, Some((0, 0, 0, 0, 4))).unwrap();
+        assert_eq!(
+            (p.kernel, p.blocks, p.smem),
+            ("mhc_projection_rs2", 160, 4 * 2 * 7168)
+        );
+        let p = pp(1, 9000, 2500, Some((0, 0, 2, 16, 4))).unwrap();
+        assert_eq!((p.kernel, p.blocks), ("mhc_projection_rs2", 79));
+        assert!(pp(9, 4096, 1024, Some((0, 0, 0, 0, 4))).is_err());
+        assert!(pp(1, 4096, 1024, Some((0, 0, 0, 8, 4))).is_err());
         assert!(pp(9, 4096, 1024, Some((0, 0, 0, 0, 1))).is_err());
         assert!(pp(1, 4096, 1024, Some((0, 0, 0, 8, 1))).is_err());
-        // The table by M at K = 4096, N = 2560: the ring at M = 1, two register tiles a block at
-        // M = 2..4 with PDL, the ring without it.
+        // The table by M at K = 4096, N = 2560: the ring at M = 1, w streamed through registers
+        // at M = 2..4 with PDL, the ring without it; at K = 7168 streamed at M <= 4 with PDL.
         let p = pp(1, 4096, 2560, None).unwrap();
         assert_eq!((p.kpw, p.nst, p.blocks), (2, 2, 160));
         let p = pp(4, 4096, 2560, None).unwrap();
-        assert_eq!((p.kernel, p.blocks), ("mhc_projection_rr2_c4", 80));
+        assert_eq!((p.kernel, p.blocks), ("mhc_projection_rs2", 160));
+        let p = pp(1, 7168, 2560, None).unwrap();
+        assert_eq!((p.kernel, p.blocks), ("mhc_projection_rs2", 160));
+        let p = projection_plan(4, 7168, 2560, 132, false, budget, None).unwrap();
+        assert_eq!(p.kernel, "mhc_projection_m4");
         let p = projection_plan(4, 4096, 2560, 132, false, budget, None).unwrap();
         assert_eq!((p.kpw, p.nst, p.blocks), (2, 2, 160));
         // At K = 5120, N = 2560 with PDL the rows dealt evenly (M <= 4), the ring past M = 4

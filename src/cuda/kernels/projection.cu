@@ -34,7 +34,10 @@
 // - the register-resident variants (rr, rr2, rrb; further down) skip the ring: each warp loads its
 //   k-blocks of a 16-row tile straight into registers before the wait, as a pure read of w does,
 //   and runs the W16 MMA sequence from there; the H200 table (plan.rs) takes them at N = 1024
-//   and 2048 (and at 4096 x 2560 with M = 2..4).
+//   and 2048;
+// - the streaming variant (rs2; last) keeps only two k-blocks a warp in registers at a time, so
+//   that two blocks share an SM: the table takes it at N = 2560 with K = 4096 (M = 2..4) and
+//   K = 7168.
 //
 // Row m's result depends only on row m of a, w and K: a warp's k-blocks (kb = wp mod PNW, in
 // ascending order), the MMA sequence into each accumulator, the accumulators' sum and the warp
@@ -418,6 +421,104 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
   STAMP(tl, PTL_EXIT);
 }
 
+// The streaming register variant (RS; M <= 8, tiles of 16 rows of w, any K): w through registers
+// as in RR, but each warp holds only D k-blocks at a time (32 * D registers), so that two blocks
+// share an SM and a call of N = 2560 (160 tiles) fits one wave with room for the next call's
+// blocks. A block's work is the sequence of (tile, k-block c) items of its tiles, tile by tile
+// and c ascending; item j lives in register slot j mod D. Before pdl_wait() every lane issues the
+// loads of its first D items; after a lands, each item's MMAs are followed by the loads of item
+// j + D into the slot they freed (asm volatile keeps that order), so D k-blocks a warp stay in
+// flight and the stream crosses tile boundaries. Warp wp still runs the k-blocks kb = wp mod PNW
+// of each tile in ascending order into the same four accumulators, and the tile's end is RR's:
+// the bits are every other plan's.
+template <int D>
+__device__ __forceinline__ void proj_rs_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
+                                             float* __restrict__ y, int M, int N, int K, u64* tl) {
+  extern __shared__ __align__(128) unsigned char psm[];  // the resident rows of a, unpadded
+  __shared__ float part[PNW][PMAX][8];
+  __shared__ unsigned long long abar;
+  STAMP(tl, PTL_ENTRY);
+  pdl_trigger();
+  const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+  const int g = lane >> 2, q = lane & 3;
+  const int arow = 2 * K;
+  const int nt = (N + 15) / 16;
+  const int t0 = (int)((long long)blockIdx.x * nt / gridDim.x);
+  const int t1 = (int)((long long)(blockIdx.x + 1) * nt / gridDim.x);
+  const int nkb = (K + PKB - 1) / PKB;
+  const int nc = (nkb + PNW - 1) / PNW;  // k-blocks per warp and tile (warps past nkb skip theirs)
+  if (t0 >= t1 || K <= 0) return;
+  const int nj = (t1 - t0) * nc;  // the block's items
+  const int m0 = blockIdx.y * PMAX;
+  const int mrows = min(8, M - m0);
+  if (threadIdx.x == 0) {
+    mbar_init(&abar, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  const uint4 z = make_uint4(0, 0, 0, 0);
+  uint4 w0[D][4], w1[D][4];  // slot s: rows g and g + 8 of an item's k-block, vector v
+  // Item j's vectors into one slot. Rows past N and columns past K are not loaded (zeros; such
+  // rows are never stored, and k-blocks past K never run).
+  auto load = [&](int j, uint4 (&x0)[4], uint4 (&x1)[4]) {
+    const int n0 = (t0 + j / nc) * 16, c = j % nc;
+    const bool r0ok = n0 + g < N, r1ok = n0 + g + 8 < N;
+    const bf16_t* p0 = w + (size_t)(n0 + g) * K;
+    const bf16_t* p1 = p0 + (size_t)8 * K;
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      const int col = (c * PNW + warp) * PKB + 8 * q + 32 * v;
+      x0[v] = r0ok && col < K ? ld_stream16(p0 + col) : z;
+      x1[v] = r1ok && col < K ? ld_stream16(p1 + col) : z;
+    }
+  };
+#pragma unroll
+  for (int s = 0; s < D; ++s)
+    if (s < nj) load(s, w0[s], w1[s]);
+  STAMP(tl, PTL_ISSUED);
+
+  pdl_wait();  // a may be the previous kernel's output; y may still be read by it
+  STAMP(tl, PTL_WAITED);
+  if (threadIdx.x == 0) mbar_expect_tx(&abar, 2u * (u32)K * mrows);
+  if (threadIdx.x == 1) bulk_copy(psm, a + (size_t)m0 * K, 2u * (u32)K * mrows, &abar);
+  mbar_wait(&abar, 0);
+  STAMP(tl, PTL_A);
+
+  const bool a0ok = g < mrows;
+  float d[4][4] = {};
+#pragma unroll 1
+  for (int j0 = 0; j0 < nj; j0 += D) {
+#pragma unroll
+    for (int s = 0; s < D; ++s) {
+      const int j = j0 + s;
+      if (j >= nj) break;  // block-uniform
+      const int c = j % nc, kb = c * PNW + warp;
+      if (kb < nkb) {
+        const unsigned char* sa_ = psm + g * arow + kb * (2 * PKB) + 16 * q;
+        uint4 av[4];
+#pragma unroll
+        for (int v = 0; v < 4; ++v)
+          av[v] = kb * PKB + 8 * q + 32 * v < K && a0ok ? *(const uint4*)(sa_ + 64 * v) : z;
+        proj_kblock_mma<true, false>(d, w0[s], w1[s], av, av);
+      }
+      if (j + D < nj) load(j + D, w0[s], w1[s]);
+      if (c == nc - 1) {
+        // The tile's end (RR's, W16 layout).
+        const int t = t0 + j / nc;
+        proj_put_partials(part, d, warp, g, q);
+        __syncthreads();
+        if (t == t1 - 1) STAMP(tl, PTL_STORE);
+        proj_store_tile<true>(part, y, m0, mrows, t * 16, N, N);
+        __syncthreads();  // part is rewritten by the next tile
+#pragma unroll
+        for (int v = 0; v < 4; ++v) d[v][0] = d[v][1] = d[v][2] = d[v][3] = 0.0f;
+      }
+    }
+  }
+  STAMP(tl, PTL_EXIT);
+}
+
 // (rows of a, resident a, tiles of 16 rows of w). The launch gives the stage width (kpw k-blocks per warp) and the ring
 // depth (nst <= PMAXST) with the dynamic shared memory they need (engine.rs, `projection_plan`).
 // `tl` is the timeline's stamp rows in MHC_TIMELINE builds (else unused; the engine passes null).
@@ -451,3 +552,13 @@ PROJ_RR_KERNEL(mhc_projection_rr2_c5, 5, 0, true, false)
 PROJ_RR_KERNEL(mhc_projection_rrb_c4, 4, 0, false, true)
 PROJ_RR_KERNEL(mhc_projection_rrb_c5, 5, 0, false, true)
 PROJ_RR_KERNEL(mhc_projection_rrb_c7, 5, 2, false, true)
+
+// The streaming variant: D = 2 k-blocks a warp in flight, two blocks an SM (122 registers; D = 3
+// spilled at the 128 that two blocks allow).
+#define PROJ_RS_KERNEL(name, D)                                                               \
+  extern "C" __global__ void __launch_bounds__(PNW * WARP, 2)                                 \
+      name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst, \
+           u64* tl) {                                                                         \
+    proj_rs_body<D>(a, w, y, M, N, K, tl);                                                    \
+  }
+PROJ_RS_KERNEL(mhc_projection_rs2, 2)
