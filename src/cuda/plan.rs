@@ -562,9 +562,6 @@ pub fn projection_plan(
             )));
         }
     };
-    // The register-resident variants: tiles of 16 rows, up to 5 k-blocks per warp in registers
-    // and 2 more in shared memory (32 KB each; K <= 7168); regs = 2: two tiles a block, the
-    // second whole in shared memory (K <= 5120).
     let regs = forced.map_or(0, |f| f.4);
     // regs = 4: w streamed through registers, 2 k-blocks a warp in flight, two blocks an SM; any
     // K; one tile a block unless tpb says otherwise.
@@ -585,6 +582,9 @@ pub fn projection_plan(
             blocks: n.div_ceil(16).div_ceil(tpb).max(1) as u32,
         });
     }
+    // The register-resident variants: tiles of 16 rows, up to 5 k-blocks per warp in registers
+    // and 2 more in shared memory (32 KB each; K <= 7168); regs = 2: two tiles a block, the
+    // second whole in shared memory (K <= 5120).
     if regs != 0 {
         let ck = k.div_ceil(128).div_ceil(8);
         let rows = forced.map_or(0, |f| f.3);
