@@ -562,24 +562,27 @@ pub fn projection_plan(
             )));
         }
     };
-    let regs = forced.map_or(0, |f| f.4);
+    let (regs, rows) = forced.map_or((0, 0), |f| (f.4, f.3));
+    // The register variants keep a's rows resident and unpadded.
+    let a_unpadded = ar.min(8) * 2 * k;
     // regs = 4: w streamed through registers, 2 k-blocks a warp in flight, two blocks an SM; any
     // K; one tile a block unless tpb says otherwise.
     if regs == 4 {
-        let rows = forced.map_or(0, |f| f.3);
-        let smem = ar.min(8) * 2 * k;
+        let smem = a_unpadded;
         if !res || !matches!(rows, 0 | 16) || smem > budget {
             return Err(Error::Unsupported(format!(
                 "projection plan with w streamed through registers (regs = 4) at M={m}, K={k}, N={n}: needs tiles of 16 rows, M <= 8 and {smem} bytes of shared memory ({budget} available)"
             )));
         }
-        let tpb = forced.map_or(0, |f| f.2 as usize).max(1);
         return Ok(ProjPlan {
             kernel: "mhc_projection_rs2",
             kpw: 0,
             nst: 0,
             smem: smem as u32,
-            blocks: n.div_ceil(16).div_ceil(tpb).max(1) as u32,
+            blocks: grid(
+                n.div_ceil(16).max(1),
+                forced.map_or(0, |f| f.2 as usize).max(1),
+            ),
         });
     }
     // The register-resident variants: tiles of 16 rows, up to 5 k-blocks per warp in registers
@@ -587,7 +590,6 @@ pub fn projection_plan(
     // second whole in shared memory (K <= 5120).
     if regs != 0 {
         let ck = k.div_ceil(128).div_ceil(8);
-        let rows = forced.map_or(0, |f| f.3);
         // regs = 3: the rows dealt evenly, at most PROJ_BAL_ROWS a block, the 16 first as the
         // register tile and the rest in a compact area (8 KB per k-block a warp takes).
         let (kernel, lane_private) = match (regs, ck) {
@@ -600,7 +602,7 @@ pub fn projection_plan(
             (_, 0..=4) => ("mhc_projection_rr2_c4", 4 * 32768),
             _ => ("mhc_projection_rr2_c5", 5 * 32768),
         };
-        let smem = ar.min(8) * 2 * k + lane_private; // a's rows unpadded
+        let smem = a_unpadded + lane_private;
         let kmax = if regs == 2 { 5 } else { 7 };
         let blocks = if regs == 3 {
             (n.div_ceil(16).min(sms.max(1) as usize)).max(1) as u32
