@@ -2,7 +2,8 @@
 # Every GPU check and timing of a session, in one command on the GPU machine (GUIDE.md):
 #   scripts/gpu-session.sh [STEP...]     steps: info kernels tests tests-fast tests-slow check bench
 #                                        tune cltune ncu sanitize sanitize-seam sanitize-proj
-#                                        sanitize-unfused proj bench-v4 projtune projab seamab projtl
+#                                        sanitize-unfused sanitize-stream proj bench-v4 projtune
+#                                        projab seamab projtl
 #                                        tests-only (TEST_FILTER)
 #                                        timeline all
 #                                        (default all)
@@ -114,6 +115,13 @@ if want sanitize || want sanitize-seam; then
   step racecheck-v4 compute-sanitizer --tool racecheck $B/mhc check --backend cuda --tokens 1,200,400 --ops seam_v4 --preset v4-flash
   step synccheck compute-sanitizer --tool synccheck $B/mhc check --backend cuda --tokens 1,33,128 --ops seam,pre_delayed,entry --preset v4.1-flash
 fi
+if want sanitize || want sanitize-stream; then
+  # The seams' stream variant of the tiles launch (cp.async stages, named barriers) at T = 1001.
+  for tool in memcheck racecheck synccheck; do
+    step $tool-stream compute-sanitizer --tool $tool $B/mhc check --backend cuda --tokens 1001 --ops seam --preset v4.1-flash
+    step $tool-stream-v4 compute-sanitizer --tool $tool $B/mhc check --backend cuda --tokens 1001 --ops seam_v4 --preset v4-flash
+  done
+fi
 if want sanitize || want sanitize-unfused; then
   # The unfused kernels (the canonical sums of squares' shared-memory tree): every op they serve.
   for tool in memcheck racecheck; do
@@ -162,14 +170,15 @@ if [[ " $STEPS " == *" seamab "* ]]; then  # explicit only (needs AB_BIN)
   # The seam's A/B in one run: other binaries (AB_BIN: one or several, space-separated, e.g.
   # ".gpu/mhc-prev") and this bundle's, alternating in AB_ROUNDS rounds (default 2), PDL on, no
   # baselines, at each H of AB_H (default 5120 4096 7168) and the tokens of AB_T (a default sweep
-  # at H = 5120, fewer at the others). JSON: seamab-<name>-h<H>-r<round>; the table:
+  # at H = 5120, fewer at the others; AB_OP another op, e.g. seam-v4). JSON:
+  # seamab-<name>-h<H>-r<round>; the table:
   # `scripts/bench-tables.py seamab DIR BASE_NAME`.
   for round in $(seq 1 ${AB_ROUNDS:-2}); do
     for bin in ${AB_BIN:?AB_BIN} $B/mhc; do
       name=$(basename "$bin")
       for h in ${AB_H:-5120 4096 7168}; do
         ts=${AB_T:-$([ $h = 5120 ] && echo 1,2,4,8,16,32,64,128,256,512,2048,8192,16384 || echo 1,16,128,2048)}
-        step seamab-$name-h$h-r$round $bin bench --backend cuda --hidden $h --tokens $ts --no-baseline --no-eager --pdl on --json "$OUT/seamab-$name-h$h-r$round.json"
+        step seamab-$name-h$h-r$round $bin bench --backend cuda --hidden $h --op ${AB_OP:-seam} --tokens $ts --no-baseline --no-eager --pdl on --json "$OUT/seamab-$name-h$h-r$round.json"
       done
     done
   done

@@ -532,6 +532,60 @@ fn tiles_of_32_tokens_give_the_same_bits() {
     }
 }
 
+/// The seams' tiles launch in its stream variant (`mhc_seam_st`, `mhc_seam_v4_st`: one block of
+/// two halves a multiprocessor, each walking its own tiles with the next tile's x, r and
+/// coefficients copied ahead) gives the bits of the tile kernel's: the V4.1 and the V4 seam, with
+/// and without the fused RMSNorm and MXFP8 output, at every H, at T whose last tile is full or
+/// not, with the halves' tile counts equal or not; where the plan takes it, it really ran (from
+/// T = 1001 up it must, on any GPU with at least 32 SMs), and where not, it did not.
+#[test]
+fn the_stream_tiles_launch_gives_the_same_bits() {
+    gpu!(e, PathChoice::Fused);
+    for (op, names) in [
+        (Op::Seam, ["mhc_seam_st", "mhc_seam (tails)"]),
+        (Op::SeamV4, ["mhc_seam_v4_st", "mhc_seam_v4 (tails)"]),
+    ] {
+        for h in [4096, 5120, 7168] {
+            let c = cfg(4, h);
+            for t in [300, 497, 1001, 2053] {
+                e.set_stream_tiles(true);
+                let stream = e.plan_for(op, t, h, false).unwrap().unwrap().stream;
+                assert!(stream || t < 1001, "{op} H={h} T={t}: no stream plan");
+                for (norm, fp8) in [(true, true), (true, false), (false, false)] {
+                    let spec = InputSpec {
+                        op,
+                        t,
+                        norm,
+                        proj_nk: (0, 0),
+                    };
+                    let m = synth::inputs(&c, &spec, (h * 7 + t) as u64 + norm as u64);
+                    let args = OpArgs::from_map(op, &c, &m, fp8).unwrap();
+                    e.set_stream_tiles(false);
+                    let (want, route) = e.execute(&args).unwrap();
+                    assert!(
+                        !route.kernels.iter().any(|k| k.ends_with("_st")),
+                        "{:?}",
+                        route.kernels
+                    );
+                    e.set_stream_tiles(true);
+                    let (got, route) = e.execute(&args).unwrap();
+                    assert_eq!(
+                        route.kernels == names,
+                        stream,
+                        "{op} H={h} T={t}: {:?}",
+                        route.kernels
+                    );
+                    assert!(
+                        got == want,
+                        "{op} H={h} T={t} norm={norm} fp8={fp8}: the stream variant differs from the tile kernel"
+                    );
+                }
+            }
+        }
+    }
+    e.set_stream_tiles(true);
+}
+
 /// The seam's cluster kernel with lanes by channels (`_ch1`, `_ch2`, `_ch4`: tiles of up to 1, 2
 /// or 4 tokens, one or several clusters, T <= 28) gives the bits of the same kernel with the MMA's
 /// lane layout and of the tile kernel, with and without the fused RMSNorm, with and without MXFP8

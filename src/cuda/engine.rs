@@ -297,6 +297,9 @@ pub struct CudaEngine {
     /// at once, and with PDL at small T (up to 4 tokens for each cluster that runs at once: T <= 28
     /// on the H200) tiles of 1, 2 or 4 tokens with lanes by channels.
     spread: std::cell::Cell<bool>,
+    /// Whether the seam's tiles launch at large T takes the stream variant (default on;
+    /// `set_stream_tiles`; `MHC_STREAM` at start).
+    stream: std::cell::Cell<bool>,
     env_proj_plan: Option<plan::ProjOverride>,
     instrumented: bool,
     timeline: RefCell<Timeline>,
@@ -384,6 +387,7 @@ impl CudaEngine {
             env_cluster: plan::cluster_override()?,
             env_mtiles: plan::cluster_mtiles_override()?,
             spread: std::cell::Cell::new(plan::cluster_spread_setting()?),
+            stream: std::cell::Cell::new(plan::stream_setting()?.unwrap_or(true)),
             env_proj_plan: plan::projection_override()?,
             instrumented: opts.timeline,
             timeline: RefCell::new(Timeline::default()),
@@ -396,6 +400,13 @@ impl CudaEngine {
     /// tuning and for the tests that check exactly that.
     pub fn set_plan_override(&self, p: Option<plan::PlanOverride>) {
         self.plan_override.set(p);
+    }
+
+    /// Whether the seams' tiles launch at large T (two launches: tiles, then tails) runs the
+    /// stream variant (`mhc_seam_st`, `mhc_seam_v4_st`; same bits) where its plan applies
+    /// (`plan::stream_plan`); on by default, `MHC_STREAM=0|1` sets it at start.
+    pub fn set_stream_tiles(&self, on: bool) {
+        self.stream.set(on);
     }
 
     /// Forces the cluster kernel (`Some(n)`: clusters of n blocks at every T, for the ops that
@@ -723,7 +734,15 @@ impl CudaEngine {
                 )));
             }
         }
-        Ok(Some((name, shape, self.plan(name, shape, t, h)?)))
+        let p = self.plan(name, shape, t, h)?;
+        if matches!(op, Op::Seam | Op::SeamV4)
+            && self.stream.get()
+            && self.plan_override.get().or(self.env_plan).is_none()
+            && let Some(sp) = plan::stream_plan(shape, &p, self.dev.info.sm_count)
+        {
+            return Ok(Some((name, shape, sp)));
+        }
+        Ok(Some((name, shape, p)))
     }
 
     fn ensure<T: Elem>(
@@ -1152,6 +1171,12 @@ impl CudaEngine {
                 call.op
             )));
         };
+        // The stream variant copies the carried coefficients in 16-byte pieces.
+        let plan = if plan.stream && ![io.post, io.comb, io.pre].iter().all(|&p| aligned(p, 16)) {
+            self.plan(name, shape, t, h)?
+        } else {
+            plan
+        };
         let (rec_m, rec_ss, counters) = self.fused_workspace(shape, t, &plan, stream)?;
         let mut params = FusedParams {
             x: io.x,
@@ -1199,10 +1224,15 @@ impl CudaEngine {
                 self.timeline_rows(name.to_string(), (plan.nrec * plan.grid_y) as usize);
         }
         let pdl = self.fused_pdl(call.op);
+        let tiles_name = match (plan.stream, call.op) {
+            (true, Op::SeamV4) => "mhc_seam_v4_st",
+            (true, _) => "mhc_seam_st",
+            (false, _) => name,
+        };
         let mut ptrs = [&mut params as *mut FusedParams as *mut c_void];
         unsafe {
             self.dev.launch_cluster(
-                name,
+                tiles_name,
                 (plan.nrec, plan.grid_y, 1),
                 plan.warps * 32,
                 plan.smem,
@@ -1212,7 +1242,7 @@ impl CudaEngine {
                 plan.cluster,
             )?
         };
-        kernels.push(name.to_string());
+        kernels.push(tiles_name.to_string());
         let carried = matches!(
             call.op,
             Op::Seam | Op::PreDelayed | Op::Entry | Op::Final | Op::Collapse
@@ -1231,7 +1261,12 @@ impl CudaEngine {
                 self.dev.launch(
                     name,
                     (plan.tiles, 1, 1),
-                    plan.warps * 32,
+                    // The stream variant's halves: the tails take one half's threads.
+                    if plan.stream {
+                        plan.warps / 2
+                    } else {
+                        plan.warps
+                    } * 32,
                     plan.finish_smem,
                     stream,
                     &mut ptrs,

@@ -44,6 +44,8 @@ pub const SEAM: KernelModule = KernelModule {
         "mhc_entry",
         "mhc_head",
         "mhc_final",
+        "mhc_seam_st",
+        "mhc_seam_v4_st",
         "mhc_fn_split",
         "mhc_post",
         "mhc_expand",

@@ -50,6 +50,55 @@ pub struct SeamPlan {
     /// Groups of 16 rows (the MMA's M) in a tile: 2 in the cluster kernel's tiles of 32 tokens
     /// (its `_cl2` and `_clp2` variants), else 1.
     pub mtiles: u32,
+    /// The tiles launch (mode 1) runs the stream variant (`mhc_seam_st`): one block of two
+    /// halves of `w` warps a multiprocessor, `warps` counting both; the tails launch keeps
+    /// `w` warps a block.
+    pub stream: bool,
+}
+
+/// Threads of one half of the stream variant's block (ST_THREADS in kernels/seam.cu).
+const ST_THREADS: usize = 256;
+/// Shared memory of one half of the stream variant (ST_HALF_BYTES in kernels/seam.cu): the
+/// staged vectors of the next tile (10 of 16 bytes a thread), two buffers of coefficients, the
+/// warps' partials and sums of squares.
+const ST_HALF_BYTES: usize =
+    10 * ST_THREADS * 16 + 2 * MAXTT * COEF * 4 + 8 * MAXTT * 24 * 4 + 8 * MAXTT * 2 * 8;
+
+/// `MHC_STREAM=0|1`, if set: whether the seam's tiles launch at large T takes the stream variant
+/// (default on).
+pub fn stream_setting() -> Result<Option<bool>> {
+    Ok(env_numbers("MHC_STREAM", "0 or 1", &[1])?.map(|v| v[0] != 0))
+}
+
+/// The stream variant of a two-launch plan of the seam (kernels/seam.cu, `mhc_seam_st`), where it
+/// applies: the tiles launch of a split plan with groups of 8 chunks and tiles of 16 tokens, with
+/// at least two tiles for each half. One block (two halves, each walking its own tiles) a
+/// multiprocessor, `sms / nrec` blocks along the tiles so that every block of the launch is
+/// resident at once. On the H200 (PERF_NOTES.md, attempt 60) it beat the tile kernel's tiles
+/// launch by 2-17 % from T = 512 up at H = 4096, 5120 and 7168, and lost 6-10 % at T = 300 at
+/// 4096 and 7168, where a half gets one or two tiles.
+pub fn stream_plan(shape: KernelShape, p: &SeamPlan, sms: u32) -> Option<SeamPlan> {
+    if !p.split
+        || p.w != 8
+        || p.warps != 8
+        || p.tt as usize != MAXTT
+        || shape.nin != 4
+        || shape.nmix != 24
+    {
+        return None;
+    }
+    let grid_y = (sms / p.nrec).max(1);
+    if p.tiles < 4 * grid_y {
+        return None;
+    }
+    let fn_bytes = shape.nin * shape.nmixp() * p.w as usize * CHUNK * 4;
+    Some(SeamPlan {
+        warps: 2 * p.w,
+        grid_y,
+        smem: (fn_bytes + 2 * ST_HALF_BYTES) as u32,
+        stream: true,
+        ..*p
+    })
 }
 
 /// Bytes of fn prepared by `mhc_fn_split` per chunk of 32 channels and stream: the B fragments
@@ -262,6 +311,7 @@ pub fn plan(
         cluster: 0,
         prepared: false,
         mtiles: 1,
+        stream: false,
     })
 }
 
@@ -412,6 +462,7 @@ pub fn cluster_plan(
         cluster: cl,
         prepared,
         mtiles,
+        stream: false,
     })
 }
 
@@ -708,6 +759,46 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn stream_plans_fit_and_keep_the_tiles_shape() {
+        let shape = KernelShape { nin: 4, nmix: 24 };
+        let occ = |_w: u32, _s: u32| -> Result<u32> { Ok(2) };
+        for h in [4096, 5120, 7168] {
+            for t in [257, 300, 497, 1000, 2053, 16384] {
+                let p = plan(shape, t, h, 132, &occ, None).unwrap();
+                let Some(s) = stream_plan(shape, &p, 132) else {
+                    // Only where a half would get fewer than two tiles.
+                    assert!(p.tiles < 4 * (132 / p.nrec), "{t} {h} {p:?}");
+                    continue;
+                };
+                // The tails launch and the records keep the tile plan's shape.
+                assert_eq!(
+                    (s.w, s.tt, s.tiles, s.nrec, s.split),
+                    (p.w, p.tt, p.tiles, p.nrec, true)
+                );
+                assert_eq!(s.warps, 16);
+                // One block a multiprocessor, all resident, every half with two tiles or more.
+                assert!(s.nrec * s.grid_y <= 132 && s.tiles >= 4 * s.grid_y);
+                // Within the opt-in limit (227 KB), the kernel having no static shared memory.
+                assert!(s.smem as usize <= 227 * 1024, "{t} {h} {s:?}");
+            }
+        }
+        assert!(
+            stream_plan(
+                shape,
+                &plan(shape, 16384, 5120, 132, &occ, None).unwrap(),
+                132
+            )
+            .is_some()
+        );
+        // Not the entry seam, not the gates-free ops, not a one-launch plan.
+        let entry = KernelShape { nin: 1, nmix: 24 };
+        let p = plan(entry, 16384, 5120, 132, &occ, None).unwrap();
+        assert!(stream_plan(entry, &p, 132).is_none());
+        let p = plan(shape, 200, 5120, 132, &occ, None).unwrap();
+        assert!(stream_plan(shape, &p, 132).is_none());
     }
 
     #[test]

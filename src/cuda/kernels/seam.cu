@@ -939,6 +939,56 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch, cons
   STAMP(p.timeline, 12);
 }
 
+// Stages the group's slice of fn in shared memory by asynchronous copies (not waited for here):
+// one fixed float4 column per thread (row4 and the block size are powers of two, the block at
+// least 4 rows wide), rows stepping by the block. Staged row r = mrow * NIN + j is fn row mrow,
+// stream j: fn + r * H in global memory, so the addresses are linear in r. Columns swizzled by
+// (mrow & 1) (load_fn_step's SWZ layout); rows past NMIX and channels past H are zeros.
+template <int NIN, int NMIX>
+__device__ __forceinline__ void stage_fn_slice(const FusedParams& p, float* sfn, int grp) {
+  typedef Shape<NIN, NMIX> S;
+  const int tid = threadIdx.x;
+  const int row4 = p.W * 8;
+  const int c4 = tid % row4, rstep = blockDim.x / row4;
+  const int h = grp * p.W * CHUNK + c4 * 4;
+  const bool hok = h < p.H;
+  for (int r = tid / row4; r < NIN * S::NMIXP; r += rstep) {
+    const bool ok = hok && r < NIN * NMIX;
+    const int swz = (r / NIN) & 1;
+    cp_async16((float4*)sfn + (size_t)r * row4 + (c4 ^ swz), ok ? p.fn + (size_t)r * p.H + h : p.fn, ok ? 16 : 0);
+  }
+}
+
+// A tile's records from its warps' partials (put_partials): the tree over the block's W chunks
+// (the levels below W), one record per token and mix, and the same for the two sums of squares.
+// Threads tid = 0..nthr-1 share the work.
+template <int NMIX>
+__device__ __forceinline__ void write_records(const FusedParams& p, const float* part, const double* sss, int row0,
+                                              int grp, int tid, int nthr) {
+  constexpr int NM = NMIX > 0 ? NMIX : 1;
+  const int rows = min(p.tt, p.T - row0);
+  if (NMIX > 0) {
+    for (int i = tid; i < rows * NM; i += nthr) {
+      const int r = i / NM, mix = i % NM;
+      float v[8];
+#pragma unroll
+      for (int w = 0; w < 8; ++w) v[w] = w < p.W ? part[(w * MAXTT + r) * NM + mix] : 0.0f;
+      if (p.W > 1) { v[0] += v[1]; v[2] += v[3]; v[4] += v[5]; v[6] += v[7]; }
+      if (p.W > 2) { v[0] += v[2]; v[4] += v[6]; }
+      if (p.W > 4) { v[0] += v[4]; }
+      p.rec_m[((size_t)(row0 + r) * p.nrec + grp) * NM + mix] = v[0];
+    }
+  }
+  // The sums of squares' tree over the block's W chunks, as the mixes' above: one thread per
+  // (row, gate or norm).
+  for (int i = tid; i < rows * 2; i += nthr) {
+    double v[8];
+#pragma unroll
+    for (int w = 0; w < 8; ++w) v[w] = w < p.W ? sss[(w * MAXTT + i / 2) * 2 + i % 2] : 0.0;
+    p.rec_ss[((size_t)(row0 + i / 2) * p.nrec + grp) * 2 + i % 2] = tree8_f64(v, p.W);
+  }
+}
+
 template <int PM, int NIN, int NMIX, int CARRIED>
 __device__ void seam_kernel_body(const FusedParams& p) {
   typedef Shape<NIN, NMIX> S;
@@ -984,20 +1034,7 @@ __device__ void seam_kernel_body(const FusedParams& p) {
 
   // Stage the group's slice of fn with asynchronous copies, all in flight at once; they land
   // while the first tile's elementwise phase runs (waited for before its projection).
-  if (NMIX > 0) {
-    // One fixed float4 column per thread (row4 and the block size are powers of two, the block
-    // at least 4 rows wide), rows stepping by the block. Staged row r = mrow * NIN + j is fn row
-    // mrow, stream j: fn + r * H in global memory, so the addresses are linear in r.
-    const int row4 = p.W * 8;
-    const int c4 = tid % row4, rstep = blockDim.x / row4;
-    const int h = grp * p.W * CHUNK + c4 * 4;
-    const bool hok = h < p.H;
-    for (int r = tid / row4; r < NIN * S::NMIXP; r += rstep) {
-      const bool ok = hok && r < NIN * NMIX;
-      const int swz = (r / NIN) & 1;
-      cp_async16((float4*)sfn + (size_t)r * row4 + (c4 ^ swz), ok ? p.fn + (size_t)r * p.H + h : p.fn, ok ? 16 : 0);
-    }
-  }
+  if (NMIX > 0) stage_fn_slice<NIN, NMIX>(p, sfn, grp);
   STAMP(p.timeline, 1);
   // fn is a weight: it was read above, possibly while the previous kernel of the stream still
   // runs (programmatic dependent launch). Everything below reads or writes activations.
@@ -1056,28 +1093,7 @@ __device__ void seam_kernel_body(const FusedParams& p) {
     double* sss = (double*)(scratch + nw * MAXTT * S::NM);
     if (warp < p.W) put_partials<NMIX>(part, sss, warp, g, d, ssg, ssn);
     __syncthreads();
-    // Tree over the block's W chunks (levels below W), then one record per token.
-    const int rows = min(p.tt, p.T - row0);
-    if (NMIX > 0) {
-      for (int i = tid; i < rows * S::NM; i += blockDim.x) {
-        const int r = i / S::NM, mix = i % S::NM;
-        float v[8];
-#pragma unroll
-        for (int w = 0; w < 8; ++w) v[w] = w < p.W ? part[(w * MAXTT + r) * S::NM + mix] : 0.0f;
-        if (p.W > 1) { v[0] += v[1]; v[2] += v[3]; v[4] += v[5]; v[6] += v[7]; }
-        if (p.W > 2) { v[0] += v[2]; v[4] += v[6]; }
-        if (p.W > 4) { v[0] += v[4]; }
-        p.rec_m[((size_t)(row0 + r) * p.nrec + grp) * S::NM + mix] = v[0];
-      }
-    }
-    // The sums of squares' tree over the block's W chunks, as the mixes' above: one thread per
-    // (row, gate or norm).
-    for (int i = tid; i < rows * 2; i += blockDim.x) {
-      double v[8];
-#pragma unroll
-      for (int w = 0; w < 8; ++w) v[w] = w < p.W ? sss[(w * MAXTT + i / 2) * 2 + i % 2] : 0.0;
-      p.rec_ss[((size_t)(row0 + i / 2) * p.nrec + grp) * 2 + i % 2] = tree8_f64(v, p.W);
-    }
+    write_records<NMIX>(p, part, sss, row0, grp, tid, blockDim.x);
     STAMP(p.timeline, 7);
     // After its last tile's records the block lets the next kernel start placing blocks (they
     // stage their weights, then wait for this grid): this overlaps the next launch and its fn
@@ -1118,6 +1134,149 @@ SEAM_KERNEL(mhc_pre, 0, 4, 24, 0)
 SEAM_KERNEL(mhc_entry, 0, 1, 24, 1)
 SEAM_KERNEL(mhc_head, 0, 4, 4, 0)
 SEAM_KERNEL(mhc_final, 0, 4, 0, 1)
+
+// ---- The stream variant of the tile launch (large T, mode 1) ----
+//
+// The tile kernel at large T runs two blocks of 8 warps a multiprocessor, each with its own slice
+// of fn in shared memory, and every tile starts with two dependent global round trips (the
+// coefficients, then x and r) and four block barriers (PERF_NOTES.md, attempt 6 and the ncu of
+// abd435c). Here one block of two halves (8 warps each, 256 threads) shares one slice: half hf
+// walks the tiles blockIdx.y * 2 + hf + k * 2 * gridDim.y. The slice's freed shared memory holds
+// each half's next tile: every thread copies its own 10 vectors of x and r (two rows, x and four
+// streams, 16 bytes each) and a few threads the tile's coefficients, by cp.async, while the
+// current tile computes. A tile then waits only for its own copies (issued a tile earlier) and
+// syncs its half twice (named barriers): once so that the coefficients and the previous tile's
+// record reads are done, once between the warps' partials and the records. The arithmetic and
+// the records are the tile kernel's (ew_compute, project_chunk, quad_sums, put_partials,
+// write_records), so are the bits; the tails launch (mode 2 of the tile kernel) finishes them.
+// W = 8 and tiles of 16 tokens (the plan's stream shape); mode 1 only. The seam (carried pre:
+// the collapse parked for the tails' norm) and the V4 seam (no collapse here: its tails form it
+// from r' once the gates are known).
+#define ST_NV 10                                   // vectors a thread stages per tile (2 rows x 5)
+#define ST_THREADS 256                             // threads of a half
+#define ST_STAGE_BYTES (ST_NV * ST_THREADS * 16)   // 40960
+#define ST_COEF_BYTES (MAXTT * COEF * 4)           // 1536, two of them (tile parity)
+#define ST_PART_BYTES (8 * MAXTT * 24 * 4 + 8 * MAXTT * 2 * 8)  // 14336: partials, sums of squares
+#define ST_HALF_BYTES (ST_STAGE_BYTES + 2 * ST_COEF_BYTES + ST_PART_BYTES)
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// A named barrier of `count` threads (barrier 0 is __syncthreads').
+__device__ __forceinline__ void bar_named(int id, int count) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
+// Issues this thread's copies of tile `tile` (nothing past the last tile): its 10 vectors into
+// its own stage slots ([v][thread], zeros for rows past T), and with htid < 96 one 16-byte piece
+// of the tile's coefficients ([row][post 4, comb 16, pre 4], zeros past T) into `scoef`.
+template <int NIN, int CARRIED>
+__device__ __forceinline__ void st_issue(const FusedParams& p, int tile, uint4* stage, float* scoef, int htid,
+                                         int g, int h, bool chunk_ok) {
+  if (tile >= p.tiles) return;
+  const int row0 = tile * MAXTT;
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int tok = row0 + g + 8 * rr;
+    const bool ok = chunk_ok && tok < p.T;
+    const size_t tk = ok ? (size_t)tok : 0;
+    cp_async16(stage + (rr * 5) * ST_THREADS + htid, ok ? (const void*)(p.x + tk * p.H + h) : (const void*)p.x,
+               ok ? 16 : 0);
+#pragma unroll
+    for (int i = 0; i < NIN; ++i)
+      cp_async16(stage + (rr * 5 + 1 + i) * ST_THREADS + htid,
+                 ok ? (const void*)(p.residual + (tk * NS + i) * p.H + h) : (const void*)p.residual, ok ? 16 : 0);
+  }
+  if (htid < MAXTT * 6) {
+    const int r = htid / 6, c = htid % 6, tok = row0 + r;
+    const bool ok = tok < p.T && (CARRIED || c < 5);  // the V4 seam has no carried pre
+    const float* src = c == 0 ? p.post + (size_t)tok * 4 : c < 5 ? p.comb + (size_t)tok * 16 + (c - 1) * 4
+                                                                 : p.pre_in + (size_t)tok * 4;
+    cp_async16(scoef + r * COEF + c * 4, ok ? (const void*)src : (const void*)p.post, ok ? 16 : 0);
+  }
+  cp_async_commit();
+}
+
+template <int NIN, int NMIX, int CARRIED>
+__device__ void seam_stream_body(const FusedParams& p) {
+  static_assert(NIN == NS && NMIX == 24, "the seams with post_map and gates");
+  typedef Shape<NIN, NMIX> S;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int tid = threadIdx.x;
+  const int hf = tid / ST_THREADS, htid = tid % ST_THREADS;
+  const int warp = htid / WARP, lane = tid % WARP;
+  const int g = lane >> 2, q = lane & 3;
+  const int grp = blockIdx.x;
+  const int chunk = grp * p.W + warp;
+  float* sfn = (float*)smem;
+  // The half's area (W = 8: fn's slice is a fixed size), addressed afresh where used: few
+  // registers stay live through the projection (the kernel must fit 128).
+  constexpr int FNB = NIN * S::NMIXP * 8 * CHUNK * 4;
+  auto hb = [&]() { return smem + FNB + (threadIdx.x / ST_THREADS) * ST_HALF_BYTES; };
+  auto stage = [&]() { return (uint4*)hb(); };
+  auto scoef_at = [&](int par) { return (float*)(hb() + ST_STAGE_BYTES + par * ST_COEF_BYTES); };
+  auto part = [&]() { return (float*)(hb() + ST_STAGE_BYTES + 2 * ST_COEF_BYTES); };
+  auto sss = [&]() { return (double*)(hb() + ST_STAGE_BYTES + 2 * ST_COEF_BYTES + 8 * MAXTT * S::NM * 4); };
+  const bool chunk_ok = chunk * CHUNK < p.H;
+  const int h = chunk * CHUNK + 8 * q;
+  const int stride = 2 * gridDim.y;
+  STAMP(p.timeline, 0);
+
+  stage_fn_slice<NIN, NMIX>(p, sfn, grp);
+  cp_async_commit();
+  STAMP(p.timeline, 1);
+  pdl_wait();  // everything below reads or writes activations
+  STAMP(p.timeline, 2);
+  int tile = blockIdx.y * 2 + hf;
+  st_issue<NIN, CARRIED>(p, tile, stage(), scoef_at(0), htid, g, h, chunk_ok);
+  cp_async_wait_all();
+  __syncthreads();  // the whole slice of fn (copied by both halves) has landed
+  for (int it = 0; tile < p.tiles; tile += stride, ++it) {
+    cp_async_wait_all();        // this thread's copies of the tile
+    bar_named(1 + hf, ST_THREADS);  // the half's: coefficients landed; the last tile's records read
+    STAMP(p.timeline, 3);
+    const int row0 = tile * MAXTT;
+    int tok[2];
+    bool ok[2];
+    tok[0] = row0 + g;
+    tok[1] = row0 + g + 8;
+    ok[0] = chunk_ok && tok[0] < p.T;
+    ok[1] = chunk_ok && tok[1] < p.T;
+    uint4 av[2][NIN], cb[2];
+    double ssn[2] = {0.0, 0.0};
+    {
+      uint4 xv[2], rv[2][NIN];
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        xv[rr] = stage()[(rr * 5) * ST_THREADS + htid];
+#pragma unroll
+        for (int i = 0; i < NIN; ++i) rv[rr][i] = stage()[(rr * 5 + 1 + i) * ST_THREADS + htid];
+      }
+      ew_compute<1, NIN, CARRIED, true>(p, scoef_at(it & 1), g, q, tok, ok, h, true, xv, rv, av, cb, ssn);
+    }
+    // The next tile's copies: this thread's slots are read (its own values, now in registers),
+    // the other coefficient buffer was last read before this tile's barrier.
+    st_issue<NIN, CARRIED>(p, tile + stride, stage(), scoef_at((it + 1) & 1), htid, g, h, chunk_ok);
+    STAMP(p.timeline, 4);
+    float d[S::NT][4];
+    project_chunk<NIN, NMIX, true>(sfn, 8 * 8 /* W = 8: a constant stride */, warp, g, q, chunk_ok, &av, &d);
+    double ssg[2];
+    quad_sums<NIN, NMIX>(av, ssg, ssn, true);
+    STAMP(p.timeline, 6);
+    put_partials<NMIX>(part(), sss(), warp, g, d, ssg, ssn);
+    bar_named(1 + hf, ST_THREADS);
+    write_records<NMIX>(p, part(), sss(), row0, grp, htid, ST_THREADS);
+    STAMP(p.timeline, 7);
+    if (tile + stride >= p.tiles) pdl_trigger();
+  }
+  STAMP(p.timeline, 13);
+}
+
+// One block of two halves per multiprocessor: at most 128 registers per thread.
+#define SEAM_STREAM_KERNEL(name, CARRIED)                                                       \
+  extern "C" __global__ void __launch_bounds__(2 * ST_THREADS, 1) name(const FusedParams p) { \
+    seam_stream_body<4, 24, CARRIED>(p);                                                      \
+  }
+SEAM_STREAM_KERNEL(mhc_seam_st, 1)
+SEAM_STREAM_KERNEL(mhc_seam_v4_st, 0)
 
 // ---- The cluster kernel: small T, carried ops with gates ----
 //
