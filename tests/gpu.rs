@@ -537,7 +537,8 @@ fn tiles_of_32_tokens_give_the_same_bits() {
 /// coefficients copied ahead) gives the bits of the tile kernel's: the V4.1 and the V4 seam, with
 /// and without the fused RMSNorm and MXFP8 output, at every H, at T whose last tile is full or
 /// not, with the halves' tile counts equal or not; where the plan takes it, it really ran (from
-/// T = 1001 up it must, on any GPU with at least 32 SMs), and where not, it did not.
+/// T = 1001 up it must, on any GPU with at least 32 SMs), and where not, it did not; two calls
+/// give the same bits.
 #[test]
 fn the_stream_tiles_launch_gives_the_same_bits() {
     gpu!(e, PathChoice::Fused);
@@ -575,6 +576,8 @@ fn the_stream_tiles_launch_gives_the_same_bits() {
                         "{op} H={h} T={t}: {:?}",
                         route.kernels
                     );
+                    let again = e.execute(&args).unwrap().0;
+                    assert!(again == got, "{op} H={h} T={t}: not deterministic");
                     assert!(
                         got == want,
                         "{op} H={h} T={t} norm={norm} fp8={fp8}: the stream variant differs from the tile kernel"
