@@ -738,7 +738,16 @@ impl CudaEngine {
         if matches!(op, Op::Seam | Op::SeamV4)
             && self.stream.get()
             && self.plan_override.get().or(self.env_plan).is_none()
-            && let Some(sp) = plan::stream_plan(shape, &p, self.dev.info.sm_count)
+            && let Some(sp) = plan::stream_plan(
+                shape,
+                &p,
+                self.dev.info.sm_count,
+                if op == Op::SeamV4 {
+                    plan::STREAM_MIN_TILES_V4
+                } else {
+                    plan::STREAM_MIN_TILES
+                },
+            )
         {
             return Ok(Some((name, shape, sp)));
         }

@@ -70,14 +70,20 @@ pub fn stream_setting() -> Result<Option<bool>> {
     Ok(env_numbers("MHC_STREAM", "0 or 1", &[1])?.map(|v| v[0] != 0))
 }
 
-/// The stream variant of a two-launch plan of the seam (kernels/seam.cu, `mhc_seam_st`), where it
-/// applies: the tiles launch of a split plan with groups of 8 chunks and tiles of 16 tokens, with
-/// at least two tiles for each half. One block (two halves, each walking its own tiles) a
-/// multiprocessor, `sms / nrec` blocks along the tiles so that every block of the launch is
-/// resident at once. On the H200 (PERF_NOTES.md, attempt 60) it beat the tile kernel's tiles
-/// launch by 2-17 % from T = 512 up at H = 4096, 5120 and 7168, and lost 6-10 % at T = 300 at
-/// 4096 and 7168, where a half gets one or two tiles.
-pub fn stream_plan(shape: KernelShape, p: &SeamPlan, sms: u32) -> Option<SeamPlan> {
+/// Fewest tiles for the stream variant of the seam (V4.1): on the H200 it won from T = 512 up
+/// (32 tiles) at H = 4096, 5120 and 7168 and lost 6-10 % at T = 300 at 4096 and 7168.
+pub const STREAM_MIN_TILES: u32 = 32;
+/// The same for the V4 seam, whose tails form the collapse from r' (more of the call's time after
+/// the tiles launch): it lost 0.3-6.5 % at T = 512-1024 and won from T = 2048 (128 tiles) up.
+pub const STREAM_MIN_TILES_V4: u32 = 128;
+
+/// The stream variant of a two-launch plan of the seams (kernels/seam.cu, `mhc_seam_st` and
+/// `mhc_seam_v4_st`), where it applies: the tiles launch of a split plan with groups of 8 chunks
+/// and tiles of 16 tokens, with at least `min_tiles` tiles and two for each half. One block (two
+/// halves, each walking its own tiles) a multiprocessor, `sms / nrec` blocks along the tiles so
+/// that every block of the launch is resident at once. Measured on the H200 in PERF_NOTES.md,
+/// attempt 60.
+pub fn stream_plan(shape: KernelShape, p: &SeamPlan, sms: u32, min_tiles: u32) -> Option<SeamPlan> {
     if !p.split
         || p.w != 8
         || p.warps != 8
@@ -88,7 +94,7 @@ pub fn stream_plan(shape: KernelShape, p: &SeamPlan, sms: u32) -> Option<SeamPla
         return None;
     }
     let grid_y = (sms / p.nrec).max(1);
-    if p.tiles < 4 * grid_y {
+    if p.tiles < min_tiles.max(4 * grid_y) {
         return None;
     }
     let fn_bytes = shape.nin * shape.nmixp() * p.w as usize * CHUNK * 4;
@@ -768,9 +774,12 @@ mod tests {
         for h in [4096, 5120, 7168] {
             for t in [257, 300, 497, 1000, 2053, 16384] {
                 let p = plan(shape, t, h, 132, &occ, None).unwrap();
-                let Some(s) = stream_plan(shape, &p, 132) else {
-                    // Only where a half would get fewer than two tiles.
-                    assert!(p.tiles < 4 * (132 / p.nrec), "{t} {h} {p:?}");
+                let Some(s) = stream_plan(shape, &p, 132, STREAM_MIN_TILES) else {
+                    // Only below the fewest tiles, or where a half would get fewer than two.
+                    assert!(
+                        p.tiles < STREAM_MIN_TILES.max(4 * (132 / p.nrec)),
+                        "{t} {h} {p:?}"
+                    );
                     continue;
                 };
                 // The tails launch and the records keep the tile plan's shape.
@@ -781,6 +790,10 @@ mod tests {
                 assert_eq!(s.warps, 16);
                 // One block a multiprocessor, all resident, every half with two tiles or more.
                 assert!(s.nrec * s.grid_y <= 132 && s.tiles >= 4 * s.grid_y);
+                assert!(s.tiles >= STREAM_MIN_TILES);
+                // The V4 seam's from 128 tiles.
+                let v4 = stream_plan(shape, &p, 132, STREAM_MIN_TILES_V4);
+                assert_eq!(v4.is_some(), p.tiles >= STREAM_MIN_TILES_V4, "{t} {h}");
                 // Within the opt-in limit (227 KB), the kernel having no static shared memory.
                 assert!(s.smem as usize <= 227 * 1024, "{t} {h} {s:?}");
             }
@@ -789,16 +802,17 @@ mod tests {
             stream_plan(
                 shape,
                 &plan(shape, 16384, 5120, 132, &occ, None).unwrap(),
-                132
+                132,
+                STREAM_MIN_TILES_V4
             )
             .is_some()
         );
         // Not the entry seam, not the gates-free ops, not a one-launch plan.
         let entry = KernelShape { nin: 1, nmix: 24 };
         let p = plan(entry, 16384, 5120, 132, &occ, None).unwrap();
-        assert!(stream_plan(entry, &p, 132).is_none());
+        assert!(stream_plan(entry, &p, 132, STREAM_MIN_TILES).is_none());
         let p = plan(shape, 200, 5120, 132, &occ, None).unwrap();
-        assert!(stream_plan(shape, &p, 132).is_none());
+        assert!(stream_plan(shape, &p, 132, STREAM_MIN_TILES).is_none());
     }
 
     #[test]
