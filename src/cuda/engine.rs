@@ -297,7 +297,7 @@ pub struct CudaEngine {
     /// at once, and with PDL at small T (up to 4 tokens for each cluster that runs at once: T <= 28
     /// on the H200) tiles of 1, 2 or 4 tokens with lanes by channels.
     spread: std::cell::Cell<bool>,
-    /// Whether the seam's tiles launch at large T takes the stream variant (default on;
+    /// Whether the seams' tiles launch at large T takes the stream variant (default on;
     /// `set_stream_tiles`; `MHC_STREAM` at start).
     stream: std::cell::Cell<bool>,
     env_proj_plan: Option<plan::ProjOverride>,
@@ -735,19 +735,17 @@ impl CudaEngine {
             }
         }
         let p = self.plan(name, shape, t, h)?;
+        let (st_name, min_tiles) = if op == Op::SeamV4 {
+            ("mhc_seam_v4_st", plan::STREAM_MIN_TILES_V4)
+        } else {
+            ("mhc_seam_st", plan::STREAM_MIN_TILES)
+        };
         if matches!(op, Op::Seam | Op::SeamV4)
             && self.stream.get()
             && self.plan_override.get().or(self.env_plan).is_none()
-            && let Some(sp) = plan::stream_plan(
-                shape,
-                &p,
-                self.dev.info.sm_count,
-                if op == Op::SeamV4 {
-                    plan::STREAM_MIN_TILES_V4
-                } else {
-                    plan::STREAM_MIN_TILES
-                },
-            )
+            && let Some(sp) = plan::stream_plan(shape, &p, self.dev.info.sm_count, min_tiles)
+            // Its 210 KB fit the H100 and H200, not every GPU.
+            && sp.smem <= self.dev.max_dynamic_smem(st_name)?
         {
             return Ok(Some((name, shape, sp)));
         }

@@ -50,9 +50,9 @@ pub struct SeamPlan {
     /// Groups of 16 rows (the MMA's M) in a tile: 2 in the cluster kernel's tiles of 32 tokens
     /// (its `_cl2` and `_clp2` variants), else 1.
     pub mtiles: u32,
-    /// The tiles launch (mode 1) runs the stream variant (`mhc_seam_st`): one block of two
-    /// halves of `w` warps a multiprocessor, `warps` counting both; the tails launch keeps
-    /// `w` warps a block.
+    /// The tiles launch (mode 1) runs the stream variant (`mhc_seam_st`, `mhc_seam_v4_st`): one
+    /// block of two halves of `w` warps a multiprocessor, `warps` counting both; the tails launch
+    /// keeps `w` warps a block.
     pub stream: bool,
 }
 
@@ -64,7 +64,7 @@ const ST_THREADS: usize = 256;
 const ST_HALF_BYTES: usize =
     10 * ST_THREADS * 16 + 2 * MAXTT * COEF * 4 + 8 * MAXTT * 24 * 4 + 8 * MAXTT * 2 * 8;
 
-/// `MHC_STREAM=0|1`, if set: whether the seam's tiles launch at large T takes the stream variant
+/// `MHC_STREAM=0|1`, if set: whether the seams' tiles launch at large T takes the stream variant
 /// (default on).
 pub fn stream_setting() -> Result<Option<bool>> {
     Ok(env_numbers("MHC_STREAM", "0 or 1", &[1])?.map(|v| v[0] != 0))

@@ -14,6 +14,8 @@
 // At large T the tile work and the tails run as two launches of the same kernel (mode 1, then
 // mode 2 with one block per tile): a block that finishes a tile falls behind and would become the
 // last, and so the finisher, of every following tile, serializing all tails on a few blocks.
+// The seams' first launch there is the stream variant (`mhc_seam_st`, `mhc_seam_v4_st`, below):
+// the same tile work and records, laid out to keep the next tile's loads in flight.
 //
 // Determinism and batch invariance. A chunk's partial dot products are computed from zero by a
 // fixed sequence of MMAs, and chunk partials are combined by a pairwise tree over the chunk index
