@@ -331,6 +331,16 @@ fn collapse_after_gates(op: Op) -> bool {
     matches!(op, Op::SeamV4 | Op::Pre | Op::Head)
 }
 
+/// The stream variant of a seam's tiles launch (kernels/seam.cu) and the fewest tiles it takes
+/// (`plan::stream_plan`), for the ops that have one.
+fn stream_kernel(op: Op) -> Option<(&'static str, u32)> {
+    match op {
+        Op::Seam => Some(("mhc_seam_st", plan::STREAM_MIN_TILES)),
+        Op::SeamV4 => Some(("mhc_seam_v4_st", plan::STREAM_MIN_TILES_V4)),
+        _ => None,
+    }
+}
+
 /// The cluster kernel of a fused op for tiles of 16 tokens (`mtiles` = 1) or 32 (2), where it
 /// has one (the ops with 24 gates), and its variant that reads fn prepared by `mhc_fn_split`,
 /// where it has one.
@@ -618,7 +628,9 @@ impl CudaEngine {
     /// `set_cluster_override` or `MHC_CLUSTER` forces the choice,
     /// `set_cluster_mtiles` or `MHC_CLUSTER_MTILES` the cluster kernel's tiles,
     /// `set_cluster_spread` / `MHC_CLUSTER_SPREAD` and `set_cluster_channels` /
-    /// `MHC_CLUSTER_CHANNELS` turn the spreading and the channel variants off.
+    /// `MHC_CLUSTER_CHANNELS` turn the spreading and the channel variants off. The seams' two-launch
+    /// plans take the stream variant of the tiles launch where `plan::stream_plan` applies and it
+    /// fits the device (`set_stream_tiles` / `MHC_STREAM`; a forced tile plan keeps the tile kernel).
     fn fused_plan(
         &self,
         op: Op,
@@ -735,12 +747,7 @@ impl CudaEngine {
             }
         }
         let p = self.plan(name, shape, t, h)?;
-        let (st_name, min_tiles) = if op == Op::SeamV4 {
-            ("mhc_seam_v4_st", plan::STREAM_MIN_TILES_V4)
-        } else {
-            ("mhc_seam_st", plan::STREAM_MIN_TILES)
-        };
-        if matches!(op, Op::Seam | Op::SeamV4)
+        if let Some((st_name, min_tiles)) = stream_kernel(op)
             && self.stream.get()
             && self.plan_override.get().or(self.env_plan).is_none()
             && let Some(sp) = plan::stream_plan(shape, &p, self.dev.info.sm_count, min_tiles)
@@ -1231,10 +1238,9 @@ impl CudaEngine {
                 self.timeline_rows(name.to_string(), (plan.nrec * plan.grid_y) as usize);
         }
         let pdl = self.fused_pdl(call.op);
-        let tiles_name = match (plan.stream, call.op) {
-            (true, Op::SeamV4) => "mhc_seam_v4_st",
-            (true, _) => "mhc_seam_st",
-            (false, _) => name,
+        let tiles_name = match stream_kernel(call.op) {
+            Some((st_name, _)) if plan.stream => st_name,
+            _ => name,
         };
         let mut ptrs = [&mut params as *mut FusedParams as *mut c_void];
         unsafe {
