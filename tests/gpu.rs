@@ -291,7 +291,12 @@ fn the_cluster_kernel_serves_small_t() {
     assert_eq!(kernel(113), small2);
     assert_eq!(kernel(224), small2);
     assert_eq!(kernel(225), "mhc_seam");
-    assert_eq!(kernel(300), "mhc_seam,mhc_seam (tails)");
+    // Two launches; the tails split by slices of H (plan::tail_parts: several blocks a tile).
+    assert!(
+        kernel(300).starts_with("mhc_seam,mhc_seam_tails x"),
+        "{}",
+        kernel(300)
+    );
     // The V4 seam (its own pre-mix): clusters in tiles of 16 tokens (no lanes by channels, no
     // tiles of 32) in up to three waves of seven clusters (plan.rs,
     // COLLAPSE_AFTER_GATES_WAVES), then the tile kernel.
@@ -570,8 +575,20 @@ fn the_stream_tiles_launch_gives_the_same_bits() {
                     );
                     e.set_stream_tiles(true);
                     let (got, route) = e.execute(&args).unwrap();
+                    // The tails of the seam split over several blocks a tile (`mhc_seam_tails xN`).
+                    let labels: Vec<String> = route
+                        .kernels
+                        .iter()
+                        .map(|k| {
+                            if k.starts_with("mhc_seam_tails x") {
+                                "mhc_seam (tails)".to_string()
+                            } else {
+                                k.clone()
+                            }
+                        })
+                        .collect();
                     assert_eq!(
-                        route.kernels == names,
+                        labels == names,
                         stream,
                         "{op} H={h} T={t}: {:?}",
                         route.kernels
@@ -586,6 +603,72 @@ fn the_stream_tiles_launch_gives_the_same_bits() {
             }
         }
     }
+    e.set_stream_tiles(true);
+}
+
+/// The tails launch of a two-launch plan split over several blocks a tile (the RMSNorm pass by
+/// slices of H, part 0 also the gates: carried ops with a norm) gives the bits of one block a
+/// tile, for every part count (odd ones, and more parts than vectors to slice), with and without
+/// MXFP8 output, with the tile kernel's and the stream variant's tiles launch, at T not a power of
+/// two; the split really ran (its label), and the other ops stay at one block a tile.
+#[test]
+fn the_tails_split_by_slices_gives_the_same_bits() {
+    gpu!(e, PathChoice::Fused);
+    for h in [4096, 5120, 7168] {
+        let c = cfg(4, h);
+        for op in SEAM_FAMILY {
+            let carried = matches!(op, Op::Seam | Op::PreDelayed | Op::Entry | Op::Final);
+            for t in [300, 1001, 2053] {
+                for fp8 in [false, true] {
+                    if fp8 && !op.has_layer_input() {
+                        continue;
+                    }
+                    let spec = InputSpec {
+                        op,
+                        t,
+                        norm: op != Op::Head,
+                        proj_nk: (0, 0),
+                    };
+                    let m =
+                        synth::inputs(&c, &spec, (h * 3 + t) as u64 * 17 + op as u64 + fp8 as u64);
+                    let args = OpArgs::from_map(op, &c, &m, fp8).unwrap();
+                    for stream in [false, true] {
+                        e.set_stream_tiles(stream);
+                        e.set_tail_parts(Some(1));
+                        let (want, route) = e.execute(&args).unwrap();
+                        let k = route.kernels.join(",");
+                        if !k.contains(" (tails)") {
+                            // One launch at this T (the V4 seam's clusters in waves up to T = 336).
+                            assert!(op == Op::SeamV4 && t < 337, "{op} H={h} T={t}: {k}");
+                            continue;
+                        }
+                        for parts in [None, Some(2), Some(3), Some(8), Some(200)] {
+                            e.set_tail_parts(parts);
+                            let (got, route) = e.execute(&args).unwrap();
+                            let k = route.kernels.join(",");
+                            // Forced counts run as asked on the carried ops (the default's
+                            // count depends on the GPU's multiprocessors); the others never split.
+                            match parts {
+                                Some(n) if carried => assert!(
+                                    k.contains(&format!("_tails x{n}")),
+                                    "{op} H={h} T={t}: {k}"
+                                ),
+                                _ if !carried => {
+                                    assert!(!k.contains("_tails x"), "{op} H={h} T={t}: {k}")
+                                }
+                                _ => {}
+                            }
+                            assert!(
+                                got == want,
+                                "{op} H={h} T={t} fp8={fp8} stream={stream} parts {parts:?}: {k} differs from one block a tile"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    e.set_tail_parts(None);
     e.set_stream_tiles(true);
 }
 

@@ -252,6 +252,8 @@ struct FusedParams {
     norm_eps: f32,
     post_mult: f32,
     timeline: u64,
+    /// The split tails (`tails_kernel`): blocks per tile.
+    parts: i32,
 }
 
 /// Scratch the kernels reduce through. Grows on demand outside captures; never shrinks.
@@ -300,6 +302,9 @@ pub struct CudaEngine {
     /// Whether the seams' tiles launch at large T takes the stream variant (default on;
     /// `set_stream_tiles`; `MHC_STREAM` at start).
     stream: std::cell::Cell<bool>,
+    /// Blocks a tile's tails take, where forced (`set_tail_parts`; `MHC_TAIL_PARTS` at start);
+    /// `None`: `plan::tail_parts`.
+    tail_parts: std::cell::Cell<Option<u32>>,
     env_proj_plan: Option<plan::ProjOverride>,
     instrumented: bool,
     timeline: RefCell<Timeline>,
@@ -329,6 +334,18 @@ fn fused_kernel(op: Op) -> Option<(&'static str, KernelShape)> {
 /// 52 and 53, the V4 seam: the one such op with a cluster kernel).
 fn collapse_after_gates(op: Op) -> bool {
     matches!(op, Op::SeamV4 | Op::Pre | Op::Head)
+}
+
+/// The tails launch split over several blocks a tile (kernels/seam.cu, `seam_tails_body`), for
+/// the carried ops with a norm: their RMSNorm pass does not wait for the gates.
+fn tails_kernel(op: Op) -> Option<&'static str> {
+    match op {
+        Op::Seam => Some("mhc_seam_tails"),
+        Op::PreDelayed => Some("mhc_pre_delayed_tails"),
+        Op::Entry => Some("mhc_entry_tails"),
+        Op::Final | Op::Collapse => Some("mhc_final_tails"),
+        _ => None,
+    }
 }
 
 /// The stream variant of a seam's tiles launch (kernels/seam.cu) and the fewest tiles it takes
@@ -398,6 +415,7 @@ impl CudaEngine {
             env_mtiles: plan::cluster_mtiles_override()?,
             spread: std::cell::Cell::new(plan::cluster_spread_setting()?),
             stream: std::cell::Cell::new(plan::stream_setting()?.unwrap_or(true)),
+            tail_parts: std::cell::Cell::new(plan::tail_parts_override()?),
             env_proj_plan: plan::projection_override()?,
             instrumented: opts.timeline,
             timeline: RefCell::new(Timeline::default()),
@@ -417,6 +435,13 @@ impl CudaEngine {
     /// (`plan::stream_plan`); on by default, `MHC_STREAM=0|1` sets it at start.
     pub fn set_stream_tiles(&self, on: bool) {
         self.stream.set(on);
+    }
+
+    /// Forces the blocks each tile's tails take in a two-launch plan of a carried op with a norm
+    /// (`Some(n)`, n >= 1; 1: one block a tile) instead of `plan::tail_parts` (and of
+    /// `MHC_TAIL_PARTS`); `None` restores it. Every count gives the same bits.
+    pub fn set_tail_parts(&self, n: Option<u32>) {
+        self.tail_parts.set(n.map(|n| n.max(1)));
     }
 
     /// Forces the cluster kernel (`Some(n)`: clusters of n blocks at every T, for the ops that
@@ -1232,6 +1257,7 @@ impl CudaEngine {
             norm_eps: cfg.norm_eps,
             post_mult: cfg.post_mult,
             timeline: 0,
+            parts: 1,
         };
         if self.instrumented {
             params.timeline =
@@ -1266,14 +1292,30 @@ impl CudaEngine {
             let mut fin = params;
             fin.mode = 2;
             fin.rows_batch = plan.finish_rows_batch as i32;
+            // Carried ops with a norm: the RMSNorm pass does not wait for the gates, so a tile's
+            // tails split over several blocks by slices of H.
+            let tails = tails_kernel(call.op).filter(|_| call.w.norm_weight != 0);
+            fin.parts = if tails.is_some() {
+                self.tail_parts.get().unwrap_or_else(|| {
+                    plan::tail_parts(plan.tiles, h as u32, self.dev.info.sm_count)
+                })
+            } else {
+                1
+            } as i32;
             if self.instrumented {
-                fin.timeline = self.timeline_rows(format!("{name} (tails)"), plan.tiles as usize);
+                fin.timeline = self.timeline_rows(
+                    format!("{name} (tails)"),
+                    (plan.tiles * fin.parts as u32) as usize,
+                );
             }
             let mut ptrs = [&mut fin as *mut FusedParams as *mut c_void];
             unsafe {
                 self.dev.launch(
-                    name,
-                    (plan.tiles, 1, 1),
+                    match tails {
+                        Some(k) if fin.parts > 1 => k,
+                        _ => name,
+                    },
+                    (plan.tiles * fin.parts as u32, 1, 1),
                     // The stream variant's halves: the tails take one half's threads.
                     if plan.stream {
                         plan.warps / 2
@@ -1286,7 +1328,11 @@ impl CudaEngine {
                     pdl,
                 )?
             };
-            kernels.push(format!("{name} (tails)"));
+            kernels.push(if let Some(k) = tails.filter(|_| fin.parts > 1) {
+                format!("{k} x{}", fin.parts)
+            } else {
+                format!("{name} (tails)")
+            });
         }
         Ok(())
     }

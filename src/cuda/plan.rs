@@ -70,6 +70,24 @@ pub fn stream_setting() -> Result<Option<bool>> {
     Ok(env_numbers("MHC_STREAM", "0 or 1", &[1])?.map(|v| v[0] != 0))
 }
 
+/// `MHC_TAIL_PARTS=n`, if set: the blocks each tile's tails take (`tail_parts`; 1 = one block a
+/// tile, as before the split; the engine reads it once, when it is created).
+pub fn tail_parts_override() -> Result<Option<u32>> {
+    Ok(env_numbers("MHC_TAIL_PARTS", "a block count >= 1", &[1])?.map(|v| v[0].max(1)))
+}
+
+/// Blocks the tails launch of a two-launch plan gives each tile of a carried op with a norm
+/// (kernels/seam.cu, `finish_tile`'s parts): every part sums the tile's norm records and runs the
+/// RMSNorm pass over its slice of H, part 0 also the gates. One block a tile ran the pass over
+/// 16 rows x H alone, a chain of six memory round trips on 32-128 SMs at T = 512-2048 (the tails
+/// launch took 20-24 us there, PERF_NOTES.md attempt 62). As many parts as fill two blocks a
+/// multiprocessor, each slice at least 64 vectors of 8 channels, at most 4 (8 lost to 4 at
+/// T = 300 by 4-17 % and matched it at T = 512 on the H200).
+pub fn tail_parts(tiles: u32, h: u32, sms: u32) -> u32 {
+    let widest = (h / 8 / 64).clamp(1, 4);
+    ((2 * sms) / tiles.max(1)).clamp(1, widest)
+}
+
 /// Fewest tiles for the stream variant of the seam (V4.1): on the H200 it won from T = 512 up
 /// (32 tiles) at H = 4096, 5120 and 7168 and lost 6-10 % at T = 300 at 4096 and 7168.
 pub const STREAM_MIN_TILES: u32 = 32;
@@ -765,6 +783,24 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn tail_parts_fill_the_multiprocessors_with_wide_slices() {
+        for h in [4096u32, 5120, 7168, 512, 64] {
+            for tiles in [1u32, 19, 32, 63, 128, 129, 264, 1024] {
+                let n = tail_parts(tiles, h, 132);
+                assert!((1..=4).contains(&n), "{h} {tiles}: {n}");
+                // Each slice at least 64 vectors of 8 channels where H has them.
+                assert!(n == 1 || h / 8 / n >= 64, "{h} {tiles}: {n}");
+                // No more blocks than two a multiprocessor take at once.
+                assert!(n == 1 || tiles * n <= 2 * 132, "{h} {tiles}: {n}");
+            }
+        }
+        assert_eq!(tail_parts(32, 5120, 132), 4); // T = 512 at V4.1-Flash
+        assert_eq!(tail_parts(63, 5120, 132), 4); // T = 1001
+        assert_eq!(tail_parts(128, 5120, 132), 2); // T = 2048
+        assert_eq!(tail_parts(1024, 5120, 132), 1); // T = 16384: one block a tile
     }
 
     #[test]

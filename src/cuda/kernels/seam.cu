@@ -69,6 +69,7 @@ struct FusedParams {
   int mode;               // 0: last block of a tile finishes it; 1: tiles only; 2: finish only
   float hc_eps, rms_eps, norm_eps, post_mult;
   u64* timeline;          // [blocks][TL_SLOTS][2] stamps (MHC_TIMELINE builds only; else unused)
+  int parts;              // the split tails (seam_tails_body): blocks per tile; else 1
 };
 
 // Dynamic shared memory (sized in plan.rs): [fn slice, when the op has mixes][scratch], where scratch holds
@@ -697,9 +698,14 @@ __device__ __forceinline__ void gates24_store(const FusedParams& p, int tok, dou
 }
 
 // The per-tile tail, run by the last block of the tile.
-template <int PM, int NIN, int NMIX, int CARRIED>
-__device__ void finish_tile(const FusedParams& p, int tile, float* scratch, const float* gw) {
+// SPLIT (the split tails, seam_tails_body; carried ops with a norm): the block is `part` of
+// `parts` and runs the layer-input pass over its slice of H only, part 0 alone the gates; every
+// part sums the norm's records itself (the same tree, so the same factors). Without SPLIT the
+// whole tile (the code as it was before the split: its schedule is what the tile kernel runs).
+template <int PM, int NIN, int NMIX, int CARRIED, bool SPLIT = false>
+__device__ void finish_tile(const FusedParams& p, int tile, int part, int parts, float* scratch, const float* gw) {
   const int tid = threadIdx.x, nthr = blockDim.x;
+  const bool gates_here = !SPLIT || part == 0;
   const int row0 = tile * p.tt;
   const int rows = min(p.tt, p.T - row0);
   const bool has_norm = p.norm_w != nullptr;
@@ -719,7 +725,7 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch, cons
   const bool reg_tree = NMIX > 0 && p.rpad <= 128;
   {
     const int ngrp = reg_tree ? (p.rpad + 31) / 32 : 0;  // 1, 2 or 4
-    const int nm_items = rows * NM * ngrp;
+    const int nm_items = gates_here ? rows * NM * ngrp : 0;
     float* gsum = scratch;  // [rows][NM][ngrp]
     for (int i = tid; i < nm_items + rows * 2; i += nthr) {
       if (i < nm_items) {
@@ -738,7 +744,7 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch, cons
     }
     __syncthreads();
     STAMP(p.timeline, 9);
-    if (reg_tree) {
+    if (reg_tree && gates_here) {
       for (int i = tid; i < rows * NM; i += nthr) {
         const float* g = gsum + i * ngrp;
         float v = g[0];
@@ -749,7 +755,7 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch, cons
       __syncthreads();
     }
   }
-  if (NMIX > 0 && !reg_tree) {
+  if (NMIX > 0 && !reg_tree && gates_here) {
     for (int rb = 0; rb < rows; rb += p.rows_batch) {
       const int nb = min(p.rows_batch, rows - rb);
       const int seg = p.rpad;
@@ -807,7 +813,7 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch, cons
       if (tid < rows) s_rinv[tid] = rms_factor(s_ss[tid][1], p.H, p.norm_eps);
       __syncthreads();
     }
-    const int gi = tid - (nthr - WARP);  // rows <= MAXTT <= WARP
+    const int gi = gates_here ? tid - (nthr - WARP) : -1;  // rows <= MAXTT <= WARP
     if (gi >= 0 && gi < rows) gates_row(gi);
     if (gi == 0) STAMP_BY(p.timeline, 11);
   } else {
@@ -904,12 +910,19 @@ __device__ void finish_tile(const FusedParams& p, int tile, float* scratch, cons
     // 4 vectors stays in one quad) for every row of the tile: its norm weight loaded once, and
     // every row's load issued before the first is used, so the pass costs a few memory round
     // trips however many rows (one block reads and writes the tile's whole layer input here).
-    const int nthr_n = CARRIED && NMIX > 0 && nthr > WARP ? nthr - WARP : nthr;
+    const int nthr_n = CARRIED && NMIX > 0 && nthr > WARP && gates_here ? nthr - WARP : nthr;
     const int warp = tid / WARP, lane = tid % WARP;
+    // The part's slice of the row's vectors [v0, v1): whole MXFP8 blocks of 4 vectors.
+    int v0 = 0, v1 = H8;
+    if (SPLIT) {
+      const int per = ((H8 + parts - 1) / parts + 3) & ~3;
+      v0 = min(H8, part * per);
+      v1 = min(H8, v0 + per);
+    }
     if (tid < nthr_n) {
-      for (int base = warp * WARP; base < H8; base += nthr_n) {
+      for (int base = v0 + warp * WARP; base < v1; base += nthr_n) {
         const int v = base + lane;
-        const bool vok = v < H8;
+        const bool vok = v < v1;
         const float4* wp = (const float4*)(p.norm_w + 8 * (vok ? v : 0));
         const float4 w0 = __ldg(wp), w1 = __ldg(wp + 1);
         const float w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
@@ -1028,7 +1041,7 @@ __device__ void seam_kernel_body(const FusedParams& p) {
     STAMP(p.timeline, 2);
     for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x) {
       __syncthreads();
-      finish_tile<PM, NIN, NMIX, CARRIED>(p, tile, (float*)smem, s_gw);
+      finish_tile<PM, NIN, NMIX, CARRIED>(p, tile, 0, 1, (float*)smem, s_gw);
     }
     STAMP(p.timeline, 13);
     return;
@@ -1116,7 +1129,7 @@ __device__ void seam_kernel_body(const FusedParams& p) {
     __syncthreads();
     STAMP(p.timeline, 8);
     if (s_last) {
-      finish_tile<PM, NIN, NMIX, CARRIED>(p, tile, scratch, s_gw);
+      finish_tile<PM, NIN, NMIX, CARRIED>(p, tile, 0, 1, scratch, s_gw);
       if (tid == 0) p.counters[tile] = 0;
     }
   }
@@ -1136,6 +1149,44 @@ SEAM_KERNEL(mhc_pre, 0, 4, 24, 0)
 SEAM_KERNEL(mhc_entry, 0, 1, 24, 1)
 SEAM_KERNEL(mhc_head, 0, 4, 4, 0)
 SEAM_KERNEL(mhc_final, 0, 4, 0, 1)
+
+// The tails launch split over `p.parts` blocks a tile (mode 2 of a two-launch plan, carried ops
+// with a norm: the RMSNorm pass does not wait for the gates): block b runs part b % parts of tile
+// b / parts (finish_tile: its slice of H, part 0 also the gates). Its own kernel, so that the tile
+// kernel's code (and its one-block-a-tile tails) stays as it was: that code's schedule moved the
+// tails by 1-3 us when the split lived in it (PERF_NOTES.md, attempt 62).
+template <int PM, int NIN, int NMIX, int CARRIED>
+__device__ void seam_tails_body(const FusedParams& p) {
+  static_assert(CARRIED, "the split tails: carried ops only");
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int tid = threadIdx.x;
+  __shared__ float s_gw[3 + (NMIX > 0 ? NMIX : 1)];
+  STAMP(p.timeline, 0);
+  if (NMIX > 0) {
+    constexpr int NSC = NMIX == 24 ? 3 : 1;
+    if (tid < NSC) s_gw[tid] = p.scale[tid];
+    else if (tid >= 3 && tid < 3 + NMIX) s_gw[tid] = p.base[tid - 3];
+  }
+  pdl_trigger();
+  pdl_wait();
+  STAMP(p.timeline, 2);
+  const int parts = p.parts > 1 ? p.parts : 1;
+  for (int b = blockIdx.x; b < p.tiles * parts; b += gridDim.x) {
+    __syncthreads();
+    finish_tile<PM, NIN, NMIX, CARRIED, true>(p, b / parts, b % parts, parts, (float*)smem, s_gw);
+  }
+  STAMP(p.timeline, 13);
+}
+
+#define SEAM_TAILS_KERNEL(name, PM, NIN, NMIX)                                     \
+  extern "C" __global__ void __launch_bounds__(256, 2) name(const FusedParams p) { \
+    seam_tails_body<PM, NIN, NMIX, 1>(p);                                          \
+  }
+
+SEAM_TAILS_KERNEL(mhc_seam_tails, 1, 4, 24)
+SEAM_TAILS_KERNEL(mhc_pre_delayed_tails, 0, 4, 24)
+SEAM_TAILS_KERNEL(mhc_entry_tails, 0, 1, 24)
+SEAM_TAILS_KERNEL(mhc_final_tails, 0, 4, 0)
 
 // ---- The stream variant of the tile launch (large T, mode 1) ----
 //
