@@ -1004,6 +1004,17 @@ __device__ __forceinline__ void write_records(const FusedParams& p, const float*
   }
 }
 
+// The gates' weights (scale, then base) into shared memory `gw` (3 + NMIX floats), one thread
+// each; the caller's barriers order them before the tail reads them.
+template <int NMIX>
+__device__ __forceinline__ void stage_gate_weights(const FusedParams& p, float* gw, int tid) {
+  if (NMIX > 0) {
+    constexpr int NSC = NMIX == 24 ? 3 : 1;
+    if (tid < NSC) gw[tid] = p.scale[tid];
+    else if (tid >= 3 && tid < 3 + NMIX) gw[tid] = p.base[tid - 3];
+  }
+}
+
 template <int PM, int NIN, int NMIX, int CARRIED>
 __device__ void seam_kernel_body(const FusedParams& p) {
   typedef Shape<NIN, NMIX> S;
@@ -1027,11 +1038,7 @@ __device__ void seam_kernel_body(const FusedParams& p) {
   // Barriers inside the tile loop (or the tails loop) separate these writes from the reads.
   __shared__ float s_gw[3 + (NMIX > 0 ? NMIX : 1)];
   STAMP(p.timeline, 0);
-  if (NMIX > 0) {
-    constexpr int NSC = NMIX == 24 ? 3 : 1;
-    if (tid < NSC) s_gw[tid] = p.scale[tid];
-    else if (tid >= 3 && tid < 3 + NMIX) s_gw[tid] = p.base[tid - 3];
-  }
+  stage_gate_weights<NMIX>(p, s_gw, tid);
 
   if (p.mode == 2) {
     // Finish only: one tile per block (the tiles were written by the preceding launch). The
@@ -1162,11 +1169,7 @@ __device__ void seam_tails_body(const FusedParams& p) {
   const int tid = threadIdx.x;
   __shared__ float s_gw[3 + (NMIX > 0 ? NMIX : 1)];
   STAMP(p.timeline, 0);
-  if (NMIX > 0) {
-    constexpr int NSC = NMIX == 24 ? 3 : 1;
-    if (tid < NSC) s_gw[tid] = p.scale[tid];
-    else if (tid >= 3 && tid < 3 + NMIX) s_gw[tid] = p.base[tid - 3];
-  }
+  stage_gate_weights<NMIX>(p, s_gw, tid);
   pdl_trigger();
   pdl_wait();
   STAMP(p.timeline, 2);
