@@ -3,7 +3,7 @@
 #   scripts/gpu-session.sh [STEP...]     steps: info kernels tests tests-fast tests-slow check bench
 #                                        tune cltune ncu sanitize sanitize-seam sanitize-proj
 #                                        sanitize-unfused sanitize-stream proj bench-v4 projtune
-#                                        projab seamab projtl
+#                                        projab seamab projtl launches
 #                                        tests-only (TEST_FILTER)
 #                                        timeline all
 #                                        (default all)
@@ -90,6 +90,17 @@ if want ncu; then
       --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats \
       --section MemoryWorkloadAnalysis --section SchedulerStats \
       $B/mhc bench --backend cuda --hidden 5120 --tokens $t --no-baseline --no-eager --rounds 1 --reps 1
+  done
+fi
+if [[ " $STEPS " == *" launches "* ]]; then  # explicit only
+  # Each launch of a seam timed apart (ncu, kernels serialized, no PDL overlap): at large T the
+  # tiles launch and the tails launch (PERF_NOTES.md, attempt 62). LAUNCH_T tokens, LAUNCH_H sizes.
+  for h in ${LAUNCH_H:-5120}; do
+    for t in ${LAUNCH_T:-512 2048 16384}; do
+      step launches-h$h-t$t ncu --clock-control none --kernel-name regex:mhc_seam --launch-skip 4 --launch-count 2 \
+        --metrics gpu__time_duration.sum,launch__grid_size,sm__inst_executed.sum \
+        $B/mhc bench --backend cuda --hidden $h --tokens $t --no-baseline --no-eager --rounds 1 --reps 1
+    done
   done
 fi
 if want ncusrc; then
