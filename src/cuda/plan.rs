@@ -77,7 +77,7 @@ pub fn tail_parts_override() -> Result<Option<u32>> {
 }
 
 /// Blocks the tails launch of a two-launch plan gives each tile of a carried op with a norm
-/// (kernels/seam.cu, `finish_tile`'s parts): every part sums the tile's norm records and runs the
+/// (kernels/seam.cu, `seam_tails_body`): every part sums the tile's norm records and runs the
 /// RMSNorm pass over its slice of H, part 0 also the gates. One block a tile ran the pass over
 /// 16 rows x H alone, a chain of six memory round trips on 32-128 SMs at T = 512-2048 (the tails
 /// launch took 20-24 us there, PERF_NOTES.md attempt 62). As many parts as fill two blocks a
