@@ -1302,6 +1302,8 @@ impl CudaEngine {
             } else {
                 1
             } as i32;
+            // The split kernel where it takes more than one block a tile.
+            let split = tails.filter(|_| fin.parts > 1);
             if self.instrumented {
                 fin.timeline = self.timeline_rows(
                     format!("{name} (tails)"),
@@ -1311,10 +1313,7 @@ impl CudaEngine {
             let mut ptrs = [&mut fin as *mut FusedParams as *mut c_void];
             unsafe {
                 self.dev.launch(
-                    match tails {
-                        Some(k) if fin.parts > 1 => k,
-                        _ => name,
-                    },
+                    split.unwrap_or(name),
                     (plan.tiles * fin.parts as u32, 1, 1),
                     // The stream variant's halves: the tails take one half's threads.
                     if plan.stream {
@@ -1328,7 +1327,7 @@ impl CudaEngine {
                     pdl,
                 )?
             };
-            kernels.push(if let Some(k) = tails.filter(|_| fin.parts > 1) {
+            kernels.push(if let Some(k) = split {
                 format!("{k} x{}", fin.parts)
             } else {
                 format!("{name} (tails)")
