@@ -640,7 +640,33 @@ pub struct TimelineRow {
     pub timer_step_ns: f64,
     /// The multiprocessors' clock while the seams ran (cycle counter over global timer, GHz).
     pub sm_ghz: f64,
+    /// Per launch of the seam (one, or the tiles launch and the tails launch), per stamp of
+    /// LAUNCH_STAMPS: the first, median and latest block's time (medians over the chain's seams).
+    pub launches: Vec<LaunchSpans>,
 }
+
+/// One launch of a seam in a timeline: when its blocks passed each stamp of LAUNCH_STAMPS.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LaunchSpans {
+    /// Kernel name as the engine logged it.
+    pub kernel: String,
+    /// Blocks of the launch.
+    pub blocks: usize,
+    /// Per stamp: [first, median, latest] block, us from the seam's first block start.
+    pub stamps_us: Vec<[f64; 3]>,
+}
+
+/// Stamps every launch kind passes (tile, stream and tails kernels): the spans of a launch.
+/// Slot 11 (gates done) is stamped by the gate thread of a block that runs gates (split tails:
+/// part 0 only), slot 12 (norm pass) by thread 0 after its own share of the pass.
+const LAUNCH_STAMPS: [(usize, &str); 6] = [
+    (0, "start"),
+    (2, "waited"),
+    (9, "records loaded"),
+    (11, "gates done"),
+    (12, "norm pass"),
+    (13, "exit"),
+];
 
 /// A tile block's stamps in program order (slot in kernels/seam.cu, name).
 /// Where the two kernels differ, the name gives the tile kernel's phase, then the cluster
@@ -700,10 +726,20 @@ pub fn seam_timeline(
             let plan = e
                 .plan_for(crate::Op::Seam, t, cfg.hidden, true)?
                 .ok_or_else(|| Error::Unsupported("no fused plan for the timeline".into()))?;
-            let per_seam = (plan.nrec * plan.grid_y + plan.tiles) as usize;
+            // (The split tails take up to `tail_parts_for` blocks a tile.)
+            let tails = plan.tiles * e.tail_parts_for(plan.tiles, cfg.hidden as u32);
+            let per_seam = (plan.nrec * plan.grid_y + tails) as usize;
             let (log, st) = replay_stamps(e, seams * per_seam * S * 2, |e| {
                 chain.run(e, cfg, t, &weights).map(|_| ())
             })?;
+            // A launch past the buffer is not logged (and not stamped): the seams' launches
+            // would no longer line up.
+            if log.is_empty() || log.len() % seams != 0 {
+                return Err(Error::Unsupported(format!(
+                    "timeline at T = {t}: {} launches logged for {seams} seams (stamp buffer too small)",
+                    log.len()
+                )));
+            }
             out.push(analyse(cfg, t, pdl, &log, &st, seams));
         }
     }
@@ -755,6 +791,8 @@ fn analyse(
     let mut tail: Vec<Vec<f64>> = vec![Vec::new(); TAIL_STAMPS.len()];
     let mut step = u64::MAX;
     let mut ghz = Vec::new();
+    // [launch][stamp][first, median, latest] over the seams.
+    let mut spans: Vec<Vec<[Vec<f64>; 3]>> = Vec::new();
     let clk = |l: &crate::cuda::TimelineLaunch, b: usize, slot: usize| {
         st[l.offset + (b * S + slot) * 2 + 1]
     };
@@ -785,6 +823,27 @@ fn analyse(
             continue; // the first seam follows the previous replay
         }
         let rel = |v: u64| (v as f64 - start as f64) / 1e3;
+        if spans.len() < ls.len() {
+            spans.resize_with(ls.len(), || {
+                vec![[Vec::new(), Vec::new(), Vec::new()]; LAUNCH_STAMPS.len()]
+            });
+        }
+        for (l, sp) in ls.iter().zip(spans.iter_mut()) {
+            for (&(slot, _), acc) in LAUNCH_STAMPS.iter().zip(sp.iter_mut()) {
+                let mut v: Vec<f64> = (0..l.blocks)
+                    .map(|b| gt(l, b, slot))
+                    .filter(|&v| v > 0)
+                    .map(rel)
+                    .collect();
+                if v.is_empty() {
+                    continue;
+                }
+                v.sort_by(f64::total_cmp);
+                acc[0].push(v[0]);
+                acc[2].push(v[v.len() - 1]);
+                acc[1].push(median(v));
+            }
+        }
         for (k, (med, mx)) in block_us.iter_mut().zip(block_max.iter_mut()).enumerate() {
             let slot = BLOCK_STAMPS[k].0;
             let v: Vec<f64> = (0..main.blocks)
@@ -852,6 +911,28 @@ fn analyse(
         } else {
             median(ghz)
         },
+        launches: log
+            .iter()
+            .take(per)
+            .zip(&spans)
+            .map(|(l, sp)| LaunchSpans {
+                kernel: l.kernel.clone(),
+                blocks: l.blocks,
+                stamps_us: sp
+                    .iter()
+                    .map(|a| {
+                        let m = |x: &Vec<f64>| {
+                            if x.is_empty() {
+                                f64::NAN
+                            } else {
+                                median(x.clone())
+                            }
+                        };
+                        [m(&a[0]), m(&a[1]), m(&a[2])]
+                    })
+                    .collect(),
+            })
+            .collect(),
     }
 }
 
@@ -885,6 +966,20 @@ pub fn print_timeline(rows: &[TimelineRow]) {
             .map(|((_, n), a)| format!("{n} {a:.2}"))
             .collect();
         println!("  tail:   {}", t.join(", "));
+        for l in &r.launches {
+            let st: Vec<String> = LAUNCH_STAMPS
+                .iter()
+                .zip(&l.stamps_us)
+                .filter(|(_, a)| !a[1].is_nan())
+                .map(|((_, n), a)| format!("{n} {:.2}/{:.2}/{:.2}", a[0], a[1], a[2]))
+                .collect();
+            println!(
+                "  launch {} ({} blocks; first/median/latest): {}",
+                l.kernel,
+                l.blocks,
+                st.join(", ")
+            );
+        }
     }
 }
 

@@ -444,6 +444,14 @@ impl CudaEngine {
         self.tail_parts.set(n.map(|n| n.max(1)));
     }
 
+    /// Blocks a tile's tails take in a two-launch plan of `tiles` tiles at hidden size `h`, for
+    /// the carried ops with a norm (the forced count, else `plan::tail_parts`).
+    pub fn tail_parts_for(&self, tiles: u32, h: u32) -> u32 {
+        self.tail_parts
+            .get()
+            .unwrap_or_else(|| plan::tail_parts(tiles, h, self.dev.info.sm_count))
+    }
+
     /// Forces the cluster kernel (`Some(n)`: clusters of n blocks at every T, for the ops that
     /// have one; an error where n blocks cannot run) or the tile kernel (`Some(0)`) instead of the
     /// heuristic (and of `MHC_CLUSTER`); `None` restores it. Both kernels compute the same bits.
@@ -1296,9 +1304,7 @@ impl CudaEngine {
             // tails split over several blocks by slices of H.
             let tails = tails_kernel(call.op).filter(|_| call.w.norm_weight != 0);
             fin.parts = if tails.is_some() {
-                self.tail_parts.get().unwrap_or_else(|| {
-                    plan::tail_parts(plan.tiles, h as u32, self.dev.info.sm_count)
-                })
+                self.tail_parts_for(plan.tiles, h as u32)
             } else {
                 1
             } as i32;
