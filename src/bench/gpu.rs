@@ -701,6 +701,15 @@ fn median(mut v: Vec<f64>) -> f64 {
     median_spread(&mut v).0
 }
 
+/// The median of `v`, NaN where it is empty (a stamp no block passed).
+fn median_or_nan(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        median(v.to_vec())
+    }
+}
+
 /// Runs the seam chain at each T under a graph with the instrumented kernels and reads the
 /// stamps of one replay after warm-up replays.
 pub fn seam_timeline(
@@ -880,17 +889,7 @@ fn analyse(
             }
         }
     }
-    let med_of = |v: &Vec<Vec<f64>>| -> Vec<f64> {
-        v.iter()
-            .map(|x| {
-                if x.is_empty() {
-                    f64::NAN
-                } else {
-                    median(x.clone())
-                }
-            })
-            .collect()
-    };
+    let med_of = |v: &Vec<Vec<f64>>| -> Vec<f64> { v.iter().map(|x| median_or_nan(x)).collect() };
     TimelineRow {
         hidden: cfg.hidden,
         tokens: t,
@@ -920,16 +919,7 @@ fn analyse(
                 blocks: l.blocks,
                 stamps_us: sp
                     .iter()
-                    .map(|a| {
-                        let m = |x: &Vec<f64>| {
-                            if x.is_empty() {
-                                f64::NAN
-                            } else {
-                                median(x.clone())
-                            }
-                        };
-                        [m(&a[0]), m(&a[1]), m(&a[2])]
-                    })
+                    .map(|a| a.each_ref().map(|x| median_or_nan(x)))
                     .collect(),
             })
             .collect(),
@@ -1114,5 +1104,70 @@ pub fn print_projection_timeline(rows: &[ProjTimelineRow]) {
             .map(|((_, n), (a, b))| format!("{n} {a:.2} [{b:.2}]"))
             .collect();
         println!("  {}", s.join(", "));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cuda::{TIMELINE_SLOTS as S, TimelineLaunch};
+
+    /// `analyse` on synthetic stamps of three seams of two launches each (a tiles launch of two
+    /// blocks, a tails launch of three): the seams split at the launch count, and each launch's
+    /// first, median and latest block per stamp are taken relative to its seam's first block.
+    #[test]
+    fn the_timeline_spans_each_launch_of_each_seam() {
+        let cfg = crate::spec::Preset::V41Flash.config();
+        let seams = 3;
+        let mut log = Vec::new();
+        let mut st = vec![0u64; seams * 5 * S * 2];
+        let mut offset = 0;
+        for s in 0..seams {
+            // Seam s starts at 100 us x (s + 1); a block stamps "start" (slot 0) and "exit" (13).
+            let t0 = 100_000 * (s as u64 + 1);
+            for (kernel, starts) in [
+                ("tiles", vec![0u64, 500]),
+                ("tails", vec![20_000, 21_000, 26_000]),
+            ] {
+                for (b, &d) in starts.iter().enumerate() {
+                    let at = |slot: usize| offset + (b * S + slot) * 2;
+                    st[at(0)] = t0 + d;
+                    st[at(0) + 1] = 2 * (t0 + d); // cycles: 2 GHz
+                    st[at(13)] = t0 + d + 4_000;
+                    st[at(13) + 1] = 2 * (t0 + d + 4_000);
+                }
+                log.push(TimelineLaunch {
+                    kernel: kernel.into(),
+                    offset,
+                    blocks: starts.len(),
+                });
+                offset += starts.len() * S * 2;
+            }
+        }
+        let row = analyse(&cfg, 7, true, &log, &st, seams);
+        assert_eq!(row.launches.len(), 2);
+        let (tiles, tails) = (&row.launches[0], &row.launches[1]);
+        assert_eq!((tiles.kernel.as_str(), tiles.blocks), ("tiles", 2));
+        assert_eq!((tails.kernel.as_str(), tails.blocks), ("tails", 3));
+        let close = |a: [f64; 3], b: [f64; 3]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-9);
+        // LAUNCH_STAMPS[0] is "start", [5] is "exit"; stamps no block passed are NaN.
+        assert!(
+            close(tiles.stamps_us[0], [0.0, 0.25, 0.5]),
+            "{:?}",
+            tiles.stamps_us
+        );
+        assert!(
+            close(tails.stamps_us[0], [20.0, 21.0, 26.0]),
+            "{:?}",
+            tails.stamps_us
+        );
+        assert!(
+            close(tails.stamps_us[5], [24.0, 25.0, 30.0]),
+            "{:?}",
+            tails.stamps_us
+        );
+        assert!(tails.stamps_us[3].iter().all(|x| x.is_nan()));
+        assert!((row.period_us - 100.0).abs() < 1e-9);
+        assert!((row.span_us - 30.0).abs() < 1e-9);
     }
 }
