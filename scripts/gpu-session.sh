@@ -3,7 +3,7 @@
 #   scripts/gpu-session.sh [STEP...]     steps: info kernels tests tests-fast tests-slow check bench
 #                                        tune cltune ncu sanitize sanitize-seam sanitize-proj
 #                                        sanitize-unfused sanitize-stream proj bench-v4 projtune
-#                                        projab seamab projtl launches
+#                                        projab seamab projtl launches power
 #                                        tests-only (TEST_FILTER)
 #                                        timeline all
 #                                        (default all)
@@ -205,6 +205,33 @@ if want projtl; then
   done
 fi
 want proj && step bench-proj $B/mhc bench --backend cuda --op projection --json "$OUT/bench-proj.json"
+if [[ " $STEPS " == *" power "* ]]; then  # explicit only
+  # Power and clocks while the seam runs (attempt 63 read the SM clock lower under one binary
+  # than another): nvidia-smi sampled every 100 ms in the background of `mhc bench` for each
+  # binary of POWER_BIN (default this bundle's), H = POWER_H, T = POWER_T; a CSV per binary
+  # (power-<name>.csv, `clocks_event_reasons.active` is the bitmask of what held the clock back)
+  # and its maximum power, SM clock range and reasons seen, in the log.
+  for bin in ${POWER_BIN:-$B/mhc}; do
+    name=$(basename "$bin")
+    nvidia-smi --query-gpu=timestamp,power.draw,enforced.power.limit,clocks.sm,clocks.mem,temperature.gpu,clocks_event_reasons.active \
+      --format=csv,noheader,nounits -lms 100 > "$OUT/power-$name.csv" 2> "$LOG/power-$name-smi.err" &
+    smi=$!
+    step power-$name $bin bench --backend cuda --hidden ${POWER_H:-5120} --tokens ${POWER_T:-2048,16384} --no-baseline --no-eager --pdl on --json "$OUT/power-$name.json"
+    kill $smi 2> /dev/null
+    python3 - "$OUT/power-$name.csv" >> "$LOG/power-$name.log" <<'PY'
+import sys
+rows = [l.split(", ") for l in open(sys.argv[1]) if l.count(",") >= 6]
+busy = [r for r in rows if float(r[3]) > 1000]  # samples with the SM clock up (running)
+if not busy:
+    print("power: no busy samples"); sys.exit()
+pw = [float(r[1]) for r in busy]; sm = sorted(float(r[3]) for r in busy)
+print(f"power: {len(busy)} busy samples, max {max(pw):.0f} W of {busy[0][2]} W, "
+      f"SM clock {sm[0]:.0f}-{sm[-1]:.0f} MHz (median {sm[len(sm) // 2]:.0f}), "
+      f"reasons {sorted(set(r[6].strip() for r in busy))}")
+PY
+    tail -n 1 "$LOG/power-$name.log"
+  done
+fi
 
 # Keep the archive small enough to come back (16 MiB a file): cut very long logs.
 for f in "$LOG"/*.log; do
