@@ -220,11 +220,16 @@ if [[ " $STEPS " == *" power "* ]]; then  # explicit only
     kill $smi 2> /dev/null
     python3 - "$OUT/power-$name.csv" >> "$LOG/power-$name.log" <<'PY'
 import sys
+def num(x):
+    try:
+        return float(x)
+    except ValueError:  # "[N/A]" and the like
+        return float("nan")
 rows = [l.split(", ") for l in open(sys.argv[1]) if l.count(",") >= 6]
-busy = [r for r in rows if float(r[3]) > 1000]  # samples with the SM clock up (running)
+busy = [r for r in rows if num(r[3]) > 1000]  # samples with the SM clock up (running)
 if not busy:
     print("power: no busy samples"); sys.exit()
-pw = [float(r[1]) for r in busy]; sm = sorted(float(r[3]) for r in busy)
+pw = [num(r[1]) for r in busy]; sm = sorted(num(r[3]) for r in busy)
 print(f"power: {len(busy)} busy samples, max {max(pw):.0f} W of {busy[0][2]} W, "
       f"SM clock {sm[0]:.0f}-{sm[-1]:.0f} MHz (median {sm[len(sm) // 2]:.0f}), "
       f"reasons {sorted(set(r[6].strip() for r in busy))}")
@@ -238,7 +243,7 @@ for f in "$LOG"/*.log; do
   if [ "$(stat -c %s "$f")" -gt 4000000 ]; then head -c 2000000 "$f" > "$f.head"; tail -c 1000000 "$f" > "$f.tail"; rm "$f"; fi
 done
 mkdir -p "$RESULT"
-tar -czf "$RESULT/session.tar.gz" -C "$OUT" logs $(cd "$OUT" && ls *.json *.svg *.png 2>/dev/null)
+tar -czf "$RESULT/session.tar.gz" -C "$OUT" logs $(cd "$OUT" && ls *.json *.svg *.png *.csv 2>/dev/null)
 cat "$SUMMARY" >> "$ALL_SUMMARY"
 echo "== summary"
 cat "$LOG/nvidia-smi.txt"

@@ -1308,13 +1308,16 @@ impl CudaEngine {
             } else {
                 1
             } as i32;
-            // The split kernel where it takes more than one block a tile.
+            // The split kernel where it takes more than one block a tile, and the launch's label
+            // (the route's and the timeline's).
             let split = tails.filter(|_| fin.parts > 1);
+            let label = match split {
+                Some(k) => format!("{k} x{}", fin.parts),
+                None => format!("{name} (tails)"),
+            };
             if self.instrumented {
-                fin.timeline = self.timeline_rows(
-                    format!("{name} (tails)"),
-                    (plan.tiles * fin.parts as u32) as usize,
-                );
+                fin.timeline =
+                    self.timeline_rows(label.clone(), (plan.tiles * fin.parts as u32) as usize);
             }
             let mut ptrs = [&mut fin as *mut FusedParams as *mut c_void];
             unsafe {
@@ -1333,11 +1336,7 @@ impl CudaEngine {
                     pdl,
                 )?
             };
-            kernels.push(if let Some(k) = split {
-                format!("{k} x{}", fin.parts)
-            } else {
-                format!("{name} (tails)")
-            });
+            kernels.push(label);
         }
         Ok(())
     }
