@@ -926,7 +926,10 @@ __device__ void finish_tile(const FusedParams& p, int tile, int part, int parts,
         const float4* wp = (const float4*)(p.norm_w + 8 * (vok ? v : 0));
         const float4 w0 = __ldg(wp), w1 = __ldg(wp + 1);
         const float w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-        constexpr int RB = 8;  // rows whose loads are in flight together
+        // Rows whose loads are in flight together: 8 for one block a tile; 4 in the split tails,
+        // where 2, 8 and 16 were slower on the H200, and so was every thread of the block
+        // taking (row, vector) pairs (PERF_NOTES.md, attempts 64-66).
+        constexpr int RB = SPLIT ? 4 : 8;
         for (int rb = 0; rb < rows; rb += RB) {
           uint4 cv[RB];
           // The entry seam's layer input before the norm is x itself.
