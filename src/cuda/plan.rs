@@ -82,10 +82,18 @@ pub fn tail_parts_override() -> Result<Option<u32>> {
 /// 16 rows x H alone, a chain of six memory round trips on 32-128 SMs at T = 512-2048 (the tails
 /// launch took 20-24 us there, PERF_NOTES.md attempt 62). As many parts as fill two blocks a
 /// multiprocessor, each slice at least 64 vectors of 8 channels, at most 4 (8 lost to 4 at
-/// T = 300 by 4-17 % and matched it at T = 512 on the H200).
+/// T = 300 by 4-17 % and matched it at T = 512 on the H200). Where one block a tile already
+/// takes more than one a multiprocessor (tiles in (sms, 2 sms], T = 2113-4224 on the H200), still
+/// two: against one, -0.5 to -6.8 % at T = 2500-4096 at every H, where 4 lost at T >= 3500
+/// (attempt 67).
 pub fn tail_parts(tiles: u32, h: u32, sms: u32) -> u32 {
     let widest = (h / 8 / 64).clamp(1, 4);
-    ((2 * sms) / tiles.max(1)).clamp(1, widest)
+    let parts = if tiles <= 2 * sms {
+        ((2 * sms) / tiles.max(1)).max(2)
+    } else {
+        1
+    };
+    parts.clamp(1, widest)
 }
 
 /// Fewest tiles for the stream variant of the seam (V4.1): on the H200 it won from T = 512 up
@@ -788,18 +796,30 @@ mod tests {
     #[test]
     fn tail_parts_fill_the_multiprocessors_with_wide_slices() {
         for h in [4096u32, 5120, 7168, 512, 64] {
-            for tiles in [1u32, 19, 32, 63, 128, 129, 264, 1024] {
+            for tiles in [1u32, 19, 32, 63, 128, 129, 133, 188, 264, 265, 1024] {
                 let n = tail_parts(tiles, h, 132);
                 assert!((1..=4).contains(&n), "{h} {tiles}: {n}");
                 // Each slice at least 64 vectors of 8 channels where H has them.
                 assert!(n == 1 || h / 8 / n >= 64, "{h} {tiles}: {n}");
-                // No more blocks than two a multiprocessor take at once.
-                assert!(n == 1 || tiles * n <= 2 * 132, "{h} {tiles}: {n}");
+                // No more blocks than two a multiprocessor take at once, or two such waves
+                // where one block a tile already takes more than one a multiprocessor.
+                assert!(
+                    n == 1 || tiles * n <= 2 * 132 || (tiles > 132 && n == 2),
+                    "{h} {tiles}: {n}"
+                );
+                // Never one block a tile while the tiles fit two a multiprocessor (H wide enough).
+                assert!(
+                    n > 1 || tiles > 2 * 132 || h / 8 / 2 < 64,
+                    "{h} {tiles}: {n}"
+                );
             }
         }
         assert_eq!(tail_parts(32, 5120, 132), 4); // T = 512 at V4.1-Flash
         assert_eq!(tail_parts(63, 5120, 132), 4); // T = 1001
         assert_eq!(tail_parts(128, 5120, 132), 2); // T = 2048
+        assert_eq!(tail_parts(188, 5120, 132), 2); // T = 3000
+        assert_eq!(tail_parts(264, 7168, 132), 2); // T = 4224
+        assert_eq!(tail_parts(265, 4096, 132), 1); // T = 4240
         assert_eq!(tail_parts(1024, 5120, 132), 1); // T = 16384: one block a tile
     }
 
