@@ -3,6 +3,11 @@
 # them into .gpu/ (git-ignored), to be carried to the GPU machine with the working tree.
 # PREV=<rev> also builds that revision's binary as .gpu/mhc-prev (a scratch worktree; target
 # folder PREV_TARGET, default /tmp/mhc-prev-target), the baseline of gpu-session.sh seamab.
+# KC=1 also compiles every bundled binary's kernels here with the NVRTC wheel (KC=timeline: the
+# instrumented ones of `mhc bench --timeline` as well) and packs them as .gpu/kc.tar.xz, which
+# gpu-session.sh unpacks and uses as the kernel cache: the GPU machine then loads instead of
+# compiling (~70 s a kernel source there). Extra binaries put in .gpu/ before (A/B variants) are
+# compiled too when named in KC_BINS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --bin mhc
@@ -32,4 +37,18 @@ for line in sys.stdin:
             print("bundled", name)
 '
 strip .gpu/* 2>/dev/null || true
+if [ -n "${KC:-}" ]; then
+  V=${VENV:-/tmp/mhc-sass-venv}
+  [ -x "$V/bin/pip" ] || python3 -m venv "$V"
+  "$V/bin/pip" install --quiet --disable-pip-version-check nvidia-cuda-nvrtc==13.0.88
+  CU=$(echo "$V"/lib/python3*/site-packages/nvidia/cu13)
+  kc=$(mktemp -d)/kc
+  for b in mhc ${KC_BINS:-}; do
+    for flag in "" $([ "$KC" = timeline ] && echo --timeline); do
+      CUDA_CACHE_DISABLE=1 MHC_CACHE_DIR="$kc" LD_LIBRARY_PATH="$CU/lib" .gpu/$b kernels $flag > /dev/null
+    done
+  done
+  tar cJf .gpu/kc.tar.xz -C "$(dirname "$kc")" kc
+  rm -rf "$(dirname "$kc")"
+fi
 ls -la .gpu

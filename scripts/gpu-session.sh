@@ -14,6 +14,11 @@ set -u
 cd "$(dirname "$0")/.."
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export MHC_CACHE_DIR=${MHC_CACHE_DIR:-/tmp/mhc-kernel-cache}
+# Kernels compiled where the bundle was built (build-gpu-bundle.sh KC=1), loaded instead of
+# compiled here.
+if [ -f .gpu/kc.tar.xz ]; then
+  mkdir -p "$MHC_CACHE_DIR" && tar xJf .gpu/kc.tar.xz -C "$MHC_CACHE_DIR" --strip-components=1
+fi
 # The device tool returns only a few files: work in a scratch folder and hand back one archive.
 RESULT=${OUT:-/tmp/mhc-out}
 OUT=/tmp/mhc-session

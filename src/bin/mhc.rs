@@ -304,6 +304,10 @@ struct KernelsArgs {
     arch: String,
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Compile the instrumented kernels of `mhc bench --timeline` (MHC_TIMELINE) instead, which
+    /// also fills the kernel cache for them (MHC_CACHE_DIR), e.g. to carry it to a GPU machine.
+    #[arg(long)]
+    timeline: bool,
 }
 
 fn main() -> ExitCode {
@@ -754,7 +758,18 @@ fn cmd_kernels(a: KernelsArgs) -> Result<bool> {
     // SAFETY: set before this command starts any thread; nothing else reads the environment now.
     unsafe { std::env::set_var("CUDA_CACHE_DISABLE", "1") };
     let v = cuda::nvrtc::version()?;
-    println!("NVRTC {}.{}, target {}", v.0, v.1, a.arch);
+    let defines: &[&str] = if a.timeline { &["MHC_TIMELINE"] } else { &[] };
+    println!(
+        "NVRTC {}.{}, target {}{}",
+        v.0,
+        v.1,
+        a.arch,
+        if a.timeline {
+            ", instrumented (MHC_TIMELINE)"
+        } else {
+            ""
+        }
+    );
     println!(
         "{:<24} {:>5} {:>6} {:>8} {:>8} {:>7}",
         "kernel", "regs", "stack", "spill st", "spill ld", "smem"
@@ -762,7 +777,7 @@ fn cmd_kernels(a: KernelsArgs) -> Result<bool> {
     let mut ok = true;
     let mut all = Vec::new();
     for m in cuda::kernels::ALL {
-        let c = cuda::nvrtc::compile_fresh(&m, &a.arch, &[])?;
+        let c = cuda::nvrtc::compile_fresh(&m, &a.arch, defines)?;
         let rep = cuda::nvrtc::parse_report(&c.log);
         for f in m.entry_points() {
             match rep.iter().find(|r| r.name == *f) {
