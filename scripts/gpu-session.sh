@@ -152,8 +152,12 @@ if want sanitize || want sanitize-proj; then
   done
 fi
 if want timeline; then
-  # Where a seam's time goes: stamps of the instrumented kernels inside the replayed chain.
-  TAIL=40 step timeline $B/mhc bench --backend cuda --hidden ${TL_H:-5120} --timeline --tokens ${TL_T:-1,4,16,64,128,512,2048} --json "$OUT/timeline.json"
+  # Where a seam's time goes: stamps of the instrumented kernels inside the replayed chain. TL_BIN:
+  # other binaries as well (A/B variants; timeline-<name>.json beside this bundle's timeline.json).
+  for bin in $B/mhc ${TL_BIN:-}; do
+    name=timeline$([ "$bin" = $B/mhc ] || echo "-$(basename "$bin")")
+    TAIL=40 step $name $bin bench --backend cuda --hidden ${TL_H:-5120} --timeline --tokens ${TL_T:-1,4,16,64,128,512,2048} --json "$OUT/$name.json"
+  done
 fi
 if want projtune; then
   # The projection under forced plans (PROJ_PLANS: "auto" or kpw,nst; PROJ_ARGS picks the shapes),
