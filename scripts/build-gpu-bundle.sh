@@ -38,14 +38,11 @@ for line in sys.stdin:
 '
 strip .gpu/* 2>/dev/null || true
 if [ -n "${KC:-}" ]; then
-  V=${VENV:-/tmp/mhc-sass-venv}
-  [ -x "$V/bin/pip" ] || python3 -m venv "$V"
-  "$V/bin/pip" install --quiet --disable-pip-version-check nvidia-cuda-nvrtc==13.0.88
-  CU=$(echo "$V"/lib/python3*/site-packages/nvidia/cu13)
+  CU=$(bash scripts/nvrtc-venv.sh "${VENV:-/tmp/mhc-sass-venv}")
   kc=$(mktemp -d)/kc
   for b in mhc ${KC_BINS:-}; do
     for flag in "" $([ "$KC" = timeline ] && echo --timeline); do
-      CUDA_CACHE_DISABLE=1 MHC_CACHE_DIR="$kc" LD_LIBRARY_PATH="$CU/lib" .gpu/$b kernels $flag > /dev/null
+      CUDA_CACHE_DISABLE=1 MHC_CACHE_DIR="$kc" LD_LIBRARY_PATH="$CU/lib" .gpu/$b kernels $flag | tail -n 1
     done
   done
   tar cJf .gpu/kc.tar.xz -C "$(dirname "$kc")" kc

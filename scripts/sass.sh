@@ -7,10 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 V=${VENV:-/tmp/mhc-sass-venv}
 OUT=${OUT:-/tmp/mhc-sass}
-[ -x "$V/bin/pip" ] || python3 -m venv "$V"
-"$V/bin/pip" install --quiet --disable-pip-version-check nvidia-cuda-nvrtc==13.0.88 nvidia-cuda-cuobjdump \
-  nvidia-cuda-nvdisasm
-CU=$(echo "$V"/lib/python3*/site-packages/nvidia/cu13)
+CU=$(bash scripts/nvrtc-venv.sh "$V" --tools)
 cargo build --quiet --release --bin mhc
 rm -rf "$OUT" && mkdir -p "$OUT"
 CUDA_CACHE_DISABLE=1 MHC_CACHE_DIR="$OUT" LD_LIBRARY_PATH="$CU/lib" ./target/release/mhc kernels > "$OUT/kernels.txt"
