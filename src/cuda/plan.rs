@@ -93,7 +93,7 @@ pub fn tail_parts(tiles: u32, h: u32, sms: u32) -> u32 {
     } else {
         1
     };
-    parts.clamp(1, widest)
+    parts.min(widest)
 }
 
 /// Fewest tiles for the stream variant of the seam (V4.1): on the H200 it won from T = 512 up
