@@ -236,12 +236,12 @@ __device__ __forceinline__ void ew_load(const FusedParams& p, const int tok[2], 
 // per multiprocessor).
 // Phase 2, per row: the carried collapse cb (bf16; the layer input does not wait for this
 // seam's gates). With a norm, ssn gets its f64 sum of squares and the collapse waits for the
-// norm's factor: PARK writes it to layer_input for the tail to scale (the tile kernel), else the
-// caller keeps cb (the cluster kernel). Without a norm it is the layer input, emitted here.
+// norm's factor: PARK (1, the tile kernel; 2, the stream variant, with an L2 evict_last policy)
+// writes it to layer_input for the tails to scale, 0 leaves cb to the caller (the cluster kernel). Without a norm it is the layer input, emitted here.
 // row1 = false (warp-uniform): the tile has no row in its second half (rows g + 8); av[1] and
 // cb[1] are zeros and nothing is computed there. (The tile kernel passes true: with the test,
 // mhc_pre_delayed spilled.)
-template <int PM, int NIN, int CARRIED, bool PARK>
+template <int PM, int NIN, int CARRIED, int PARK>
 __device__ __forceinline__ void ew_compute(const FusedParams& p, const float* scoef, int g, int q,
                                            const int tok[2], const bool ok[2], int h, bool row1,
                                            const uint4 xv[2], const uint4 rv[2][NIN],
@@ -313,7 +313,9 @@ __device__ __forceinline__ void ew_compute(const FusedParams& p, const float* sc
     if (has_norm) {
       cb[rr] = pack8(c);
       // The entry seam's tail reads x itself: nothing to park.
-      if (PARK && ok[rr] && NIN == NS) *(uint4*)(p.layer_input + (size_t)tok[rr] * p.H + h) = cb[rr];
+      // PARK 2 (the stream variant): kept in L2 for the tails launch (l2_evict_last).
+      if (PARK == 1 && ok[rr] && NIN == NS) *(uint4*)(p.layer_input + (size_t)tok[rr] * p.H + h) = cb[rr];
+      if (PARK == 2 && ok[rr] && NIN == NS) st_hint4(p.layer_input + (size_t)tok[rr] * p.H + h, cb[rr], l2_evict_last());
       float cr[8];
       unpack8(cb[rr], cr);
 #pragma unroll
@@ -934,11 +936,16 @@ __device__ void finish_tile(const FusedParams& p, int tile, int part, int parts,
           uint4 cv[RB];
           // The entry seam's layer input before the norm is x itself.
           const bf16_t* src = (NIN == 1 ? p.x : p.layer_input) + (size_t)(row0 + rb) * p.H + 8 * v;
+          const unsigned long long ef = SPLIT ? l2_evict_first() : 0ull;
 #pragma unroll
           for (int r = 0; r < RB; ++r) {
             const bool ok = vok && rb + r < rows;
             const bf16_t* at = src + (size_t)r * p.H;
-            cv[r] = ok ? (NIN == 1 ? __ldg((const uint4*)at) : ld_cg4(at)) : make_uint4(0, 0, 0, 0);
+            // The split tails read the park evict_first: it is overwritten below and read no more.
+            cv[r] = !ok ? make_uint4(0, 0, 0, 0)
+                    : NIN == 1 ? __ldg((const uint4*)at)
+                    : SPLIT ? ld_cg4_hint(at, ef)
+                            : ld_cg4(at);
           }
 #pragma unroll
           for (int r = 0; r < RB; ++r) {
@@ -1309,7 +1316,7 @@ __device__ void seam_stream_body(const FusedParams& p) {
 #pragma unroll
         for (int i = 0; i < NIN; ++i) rv[rr][i] = stage()[(rr * 5 + 1 + i) * ST_THREADS + htid];
       }
-      ew_compute<1, NIN, CARRIED, true>(p, scoef_at(it & 1), g, q, tok, ok, h, true, xv, rv, av, cb, ssn);
+      ew_compute<1, NIN, CARRIED, 2>(p, scoef_at(it & 1), g, q, tok, ok, h, true, xv, rv, av, cb, ssn);
     }
     // The next tile's copies: this thread's slots are read (its own values, now in registers),
     // the other coefficient buffer was last read before this tile's barrier.
