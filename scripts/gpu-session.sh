@@ -99,12 +99,18 @@ if want ncu; then
 fi
 if [[ " $STEPS " == *" launches "* ]]; then  # explicit only
   # Each launch of a seam timed apart (ncu, kernels serialized, no PDL overlap): at large T the
-  # tiles launch and the tails launch (PERF_NOTES.md, attempt 62). LAUNCH_T tokens, LAUNCH_H sizes.
-  for h in ${LAUNCH_H:-5120}; do
-    for t in ${LAUNCH_T:-512 2048 16384}; do
-      step launches-h$h-t$t ncu --clock-control none --kernel-name regex:mhc_seam --launch-skip 4 --launch-count 2 \
-        --metrics gpu__time_duration.sum,launch__grid_size,sm__inst_executed.sum \
-        $B/mhc bench --backend cuda --hidden $h --tokens $t --no-baseline --no-eager --rounds 1 --reps 1
+  # tiles launch and the tails launch (PERF_NOTES.md, attempt 62). LAUNCH_T tokens, LAUNCH_H sizes,
+  # LAUNCH_BIN binaries (default this bundle's), LAUNCH_METRICS more metrics (e.g. DRAM bytes),
+  # LAUNCH_CACHE ncu's --cache-control (default all: caches flushed before each profiled launch;
+  # none keeps what the previous launch left in L2).
+  for bin in ${LAUNCH_BIN:-$B/mhc}; do
+    for h in ${LAUNCH_H:-5120}; do
+      for t in ${LAUNCH_T:-512 2048 16384}; do
+        step launches-$(basename "$bin")-h$h-t$t ncu --clock-control none --cache-control ${LAUNCH_CACHE:-all} \
+          --kernel-name regex:mhc_seam --launch-skip 4 --launch-count 2 \
+          --metrics gpu__time_duration.sum,launch__grid_size,sm__inst_executed.sum${LAUNCH_METRICS:+,$LAUNCH_METRICS} \
+          $bin bench --backend cuda --hidden $h --tokens $t --no-baseline --no-eager --rounds 1 --reps 1
+      done
     done
   done
 fi
