@@ -237,7 +237,8 @@ __device__ __forceinline__ void ew_load(const FusedParams& p, const int tok[2], 
 // Phase 2, per row: the carried collapse cb (bf16; the layer input does not wait for this
 // seam's gates). With a norm, ssn gets its f64 sum of squares and the collapse waits for the
 // norm's factor: PARK (1, the tile kernel; 2, the stream variant, with an L2 evict_last policy)
-// writes it to layer_input for the tails to scale, 0 leaves cb to the caller (the cluster kernel). Without a norm it is the layer input, emitted here.
+// writes it to layer_input for the tails to scale, 0 leaves cb to the caller (the cluster
+// kernel). Without a norm it is the layer input, emitted here.
 // row1 = false (warp-uniform): the tile has no row in its second half (rows g + 8); av[1] and
 // cb[1] are zeros and nothing is computed there. (The tile kernel passes true: with the test,
 // mhc_pre_delayed spilled.)
@@ -315,7 +316,8 @@ __device__ __forceinline__ void ew_compute(const FusedParams& p, const float* sc
       // The entry seam's tail reads x itself: nothing to park.
       // PARK 2 (the stream variant): kept in L2 for the tails launch (l2_evict_last).
       if (PARK == 1 && ok[rr] && NIN == NS) *(uint4*)(p.layer_input + (size_t)tok[rr] * p.H + h) = cb[rr];
-      if (PARK == 2 && ok[rr] && NIN == NS) st_hint4(p.layer_input + (size_t)tok[rr] * p.H + h, cb[rr], l2_evict_last());
+      if (PARK == 2 && ok[rr] && NIN == NS)
+        st_hint4(p.layer_input + (size_t)tok[rr] * p.H + h, cb[rr], l2_evict_last());
       float cr[8];
       unpack8(cb[rr], cr);
 #pragma unroll
@@ -409,7 +411,7 @@ __device__ __forceinline__ void ewc_load(const FusedParams& p, int tok, bool ok,
 
 // The seam's post_map (r' stored) and carried collapse in the channel layout (row rho of the
 // tile, token tok, channels h..), then r' and the collapse moved into the MMA layout: av[0], cb[0]
-// and ssn[0] of lane (g, q) as ew_compute<1, NS, 1, false> gives them for row g (ok_g: that row
+// and ssn[0] of lane (g, q) as ew_compute<1, NS, 1, 0> gives them for row g (ok_g: that row
 // exists), the tile's second half (av[1], cb[1], ssn[1]) zeros. Without a norm the layer input is
 // emitted from the f32 collapse, moved likewise.
 template <int CPL>
@@ -1097,7 +1099,7 @@ __device__ void seam_kernel_body(const FusedParams& p) {
     {
       uint4 xv[2], rv[2][NIN];
       ew_load<PM, NIN>(p, tok, ok, h, xv, rv);
-      ew_compute<PM, NIN, CARRIED, true>(p, scoef, g, q, tok, ok, h, true, xv, rv, av, cb, ssn);
+      ew_compute<PM, NIN, CARRIED, 1>(p, scoef, g, q, tok, ok, h, true, xv, rv, av, cb, ssn);
     }
 
     STAMP(p.timeline, 4);
@@ -1541,7 +1543,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
       ssn[m][0] = ssn[m][1] = 0.0;
-      ew_compute<PM, NIN, CARRIED, false>(p, s_coef + m * MAXTT * COEF, g, q, tok[m], ok[m], h,
+      ew_compute<PM, NIN, CARRIED, 0>(p, s_coef + m * MAXTT * COEF, g, q, tok[m], ok[m], h,
                                           rows > MAXTT * m + 8, xv[m], rv[m], av[m], cb[m], ssn[m]);
       if (EARLY) {
         // Quad sums (the chunk's value, header).
