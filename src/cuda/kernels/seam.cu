@@ -313,11 +313,15 @@ __device__ __forceinline__ void ew_compute(const FusedParams& p, const float* sc
     }
     if (has_norm) {
       cb[rr] = pack8(c);
-      // The entry seam's tail reads x itself: nothing to park.
-      // PARK 2 (the stream variant): kept in L2 for the tails launch (l2_evict_last).
-      if (PARK == 1 && ok[rr] && NIN == NS) *(uint4*)(p.layer_input + (size_t)tok[rr] * p.H + h) = cb[rr];
-      if (PARK == 2 && ok[rr] && NIN == NS)
-        st_hint4(p.layer_input + (size_t)tok[rr] * p.H + h, cb[rr], l2_evict_last());
+      // The entry seam's tail reads x itself: nothing to park. PARK 2 (the stream variant): kept
+      // in L2 for the tails launch (l2_evict_last).
+      if (PARK && ok[rr] && NIN == NS) {
+        bf16_t* at = p.layer_input + (size_t)tok[rr] * p.H + h;
+        if (PARK == 2)
+          st_hint4(at, cb[rr], l2_evict_last());
+        else
+          *(uint4*)at = cb[rr];
+      }
       float cr[8];
       unpack8(cb[rr], cr);
 #pragma unroll
