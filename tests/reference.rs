@@ -291,14 +291,15 @@ fn nan_and_inf_inputs_do_not_panic() {
     let _ = CpuBackend.execute(&args).unwrap();
 }
 
-/// The fused kernels multiply fn by bf16 tensor cores after splitting each f32 weight into three
-/// bf16 pieces by bit masks (kernels/common.cuh, `split3`): hi = the f32 with its low 16 bits
-/// cleared, mid = the same of the exact remainder, lo = the rest. This checks, on the host with
-/// the same operations, that the pieces are bf16 values (low 16 bits zero, so packing them by byte
-/// permutes loses nothing) and sum to the weight exactly, for weights of magnitude 2^-107 to 2^108
-/// with random significands (below 2^-107, lo can be subnormal).
+/// The fused kernels multiply fn on TF32 tensor cores after splitting each f32 weight into two
+/// pieces (kernels/seam.cu, `project_step`): hi = the f32 with its low 13 bits cleared (a TF32
+/// value), lo = the exact remainder, of which the tensor cores read the top 19 bits (a TF32
+/// truncation: 11 significant bits). This checks, on the host with the same operations, that hi is
+/// a TF32 value, that hi + lo is the weight exactly, and that hi + TF32(lo) is within 2^-21 of
+/// it relative (what SPEC's 1e-5 on the projection leaves room for many times over), for weights
+/// of magnitude 2^-97 to 2^108 with random significands (lo stays normal).
 #[test]
-fn three_piece_bf16_split_is_exact() {
+fn two_piece_tf32_split_is_within_2_pow_21() {
     let mut state = 0x9e37_79b9_7f4a_7c15_u64;
     let mut next = || {
         state ^= state << 13;
@@ -306,28 +307,42 @@ fn three_piece_bf16_split_is_exact() {
         state ^= state << 17;
         state
     };
-    let mask = |f: f32| f32::from_bits(f.to_bits() & 0xffff_0000);
+    let tf32 = |f: f32| f32::from_bits(f.to_bits() & 0xffff_e000);
     let mut checked = 0;
-    for exp in 20u32..=235 {
+    let mut exact = 0;
+    for exp in 30u32..=235 {
         for _ in 0..2000 {
             let bits = (next() as u32 & 0x807f_ffff) | (exp << 23);
             let f = f32::from_bits(bits);
-            let hi = mask(f);
-            let r1 = f - hi;
-            let mid = mask(r1);
-            let lo = r1 - mid;
-            for piece in [hi, mid, lo] {
-                assert_eq!(
-                    piece.to_bits() & 0xffff,
-                    0,
-                    "{f:e}: piece {piece:e} is not a bf16"
-                );
-            }
-            assert_eq!(hi as f64 + mid as f64 + lo as f64, f as f64, "{f:e}");
+            let hi = tf32(f);
+            let lo = f - hi;
+            assert_eq!(
+                hi.to_bits() & 0x1fff,
+                0,
+                "{f:e}: hi {hi:e} is not a TF32 value"
+            );
+            assert_eq!(
+                hi as f64 + lo as f64,
+                f as f64,
+                "{f:e}: the remainder is not exact"
+            );
+            let err = (hi as f64 + tf32(lo) as f64 - f as f64).abs();
+            assert!(
+                err < (f as f64).abs() * 2f64.powi(-21),
+                "{f:e}: error {err:e}"
+            );
+            exact += (err == 0.0) as usize;
             checked += 1;
         }
     }
     assert!(checked > 400_000);
+    // About half the weights lose nothing (their remainder has at most 11 significant bits: with
+    // random significands, a quarter outright and a quarter more by its dropped bits being zero);
+    // the rest lose their last bits, so the bound above is what was checked, not exactness.
+    assert!(
+        exact > checked / 3 && exact < checked,
+        "{exact} of {checked} exact"
+    );
 }
 
 /// The reference sums squares in the canonical order of the GPU kernels

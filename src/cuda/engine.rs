@@ -702,8 +702,8 @@ impl CudaEngine {
                 let Some((cname, pname)) = cluster_kernel(op, mt) else {
                     continue;
                 };
-                // With prepared fn, its variant first (no split in the projection), where its
-                // 1.5x larger slice of fn fits in shared memory.
+                // With prepared fn, its variant first (fn staged by one copy a chunk and loaded in
+                // fragment order), where its slice of fn fits in shared memory.
                 let kernels = [
                     pname.filter(|_| prepared),
                     Some(cname).filter(|_| unprepared_ok),
@@ -1801,15 +1801,15 @@ impl CudaEngine {
     }
 
     /// 32-bit words of fn prepared by [`CudaEngine::split_fn_weight`] for `cfg` (n = 4, 24
-    /// mixes): 1.5x the bytes of fn.
+    /// mixes): the bytes of fn.
     pub fn fn_split_words(cfg: &Config) -> usize {
         plan::fn_split_words(cfg.n, cfg.hidden)
     }
 
-    /// Prepares fn [24, 4H] for the cluster kernels on `stream`: each f32 weight split into its
-    /// three bf16 pieces, laid out as the projection's tensor-core operands (kernels/seam.cu,
-    /// `mhc_fn_split`), so that the kernels stage it with one copy per chunk and do not split it
-    /// on their critical path. Run it once per seam's weights, as they are uploaded; pass the
+    /// Prepares fn [24, 4H] for the cluster kernels on `stream`: the f32 weights permuted into the
+    /// projection's tensor-core fragment order (kernels/seam.cu, `mhc_fn_split`), so that the
+    /// kernels stage it with one copy per chunk and load each step's weights with three 16-byte
+    /// loads a lane. Run it once per seam's weights, as they are uploaded; pass the
     /// result as [`RawWeights::fn_split`] beside fn. Like fn, it must not be written by the
     /// kernel that precedes a seam on its stream.
     ///

@@ -133,56 +133,34 @@ pub fn stream_plan(shape: KernelShape, p: &SeamPlan, sms: u32, min_tiles: u32) -
     })
 }
 
-/// Bytes of fn prepared by `mhc_fn_split` per chunk of 32 channels and stream: the B fragments
-/// of the chunk's two projection steps, 18 words a lane each (kernels/seam.cu, FNP_WORDS).
-pub const FN_SPLIT_STREAM_BYTES: usize = 2 * 18 * 32 * 4;
+/// Bytes of fn prepared by `mhc_fn_split` per chunk of 32 channels and stream: the weights of
+/// the chunk's two projection steps in the lanes' fragment order, 12 a lane each (kernels/seam.cu,
+/// FNP_WORDS): the bytes of fn itself.
+pub const FN_SPLIT_STREAM_BYTES: usize = 2 * 12 * 32 * 4;
 
 /// 32-bit words of fn [24, nin * H] prepared by `mhc_fn_split` (H a multiple of 32).
 pub fn fn_split_words(nin: usize, h: usize) -> usize {
     h.div_ceil(CHUNK) * nin * FN_SPLIT_STREAM_BYTES / 4
 }
 
-/// Where word `idx` of fn prepared by `mhc_fn_split` sits (kernels/seam.cu has the layout):
-/// (chunk, stream j, half u, lane, word i of the lane's 18 at that step).
-fn fn_split_slot(idx: usize, nin: usize) -> (usize, usize, usize, usize, usize) {
-    const STEP: usize = 18 * 32; // words per (chunk, stream, half)
+/// For word `idx` of prepared fn (kernels/seam.cu has the layout: per chunk, stream j and half u,
+/// [pair st][n-tile][lane][2]): the index into fn [24, nin * H] of its weight (None past H).
+pub(crate) fn fn_split_source(idx: usize, nin: usize, h: usize) -> Option<usize> {
+    const STEP: usize = 12 * 32; // words per (chunk, stream, half)
     let (rem, cju) = (idx % STEP, idx / STEP);
-    let (lane, i) = if rem < 16 * 32 {
-        (rem % 128 / 4, rem / 128 * 4 + rem % 4)
-    } else {
-        ((rem - 512) / 2, 16 + rem % 2)
-    };
-    (cju / 2 / nin, cju / 2 % nin, cju % 2, lane, i)
-}
-
-/// For word `idx` of prepared fn: its piece (0 hi, 1 mid, 2 lo) and the indices into fn
-/// [24, nin * H] of its two weights (low half first; None past H).
-pub(crate) fn fn_split_sources(idx: usize, nin: usize, h: usize) -> (usize, [Option<usize>; 2]) {
-    let (c, j, u, lane, i) = fn_split_slot(idx, nin);
-    let (b, piece, nt) = (i % 2, i / 2 % 3, i / 6);
+    let (c, j, u) = (cju / 2 / nin, cju / 2 % nin, cju % 2);
+    let (sn, lane, b) = (rem / 64, rem % 64 / 2, rem % 2);
+    let (st, nt) = (sn / 3, sn % 3);
     let (g, q) = (lane / 4, lane % 4);
-    let ch = c * CHUNK + 8 * q + 4 * u + 2 * b;
-    let at = |k: usize| (ch + k < h).then(|| (nt * 8 + g) * nin * h + j * h + ch + k);
-    (piece, [at(0), at(1)])
+    let ch = c * CHUNK + 8 * q + 4 * u + 2 * st + b;
+    (ch < h).then(|| (nt * 8 + g) * nin * h + j * h + ch)
 }
 
-/// The CPU twin of `mhc_fn_split`: fn [24, nin * H] split into three bf16 pieces per weight
-/// (hi: the top 8 significant bits, mid: the top 8 of the exact remainder, lo: the rest), laid
-/// out as the cluster kernel's tensor-core B fragments.
+/// The CPU twin of `mhc_fn_split`: fn [24, nin * H] permuted into the cluster kernel's fragment
+/// order (the kernels split each weight into its two TF32 pieces as they load it), as f32 bits.
 pub fn fn_split_reference(fn_: &[f32], nin: usize, h: usize) -> Vec<u32> {
-    let piece = |f: f32, which: usize| -> u32 {
-        let hi = f32::from_bits(f.to_bits() & 0xffff_0000);
-        let r1 = f - hi;
-        let mid = f32::from_bits(r1.to_bits() & 0xffff_0000);
-        let lo = r1 - mid;
-        [hi, mid, lo][which].to_bits() >> 16
-    };
     (0..fn_split_words(nin, h))
-        .map(|idx| {
-            let (pc, src) = fn_split_sources(idx, nin, h);
-            let w = |k: usize| src[k].map_or(0.0, |a| fn_[a]);
-            piece(w(0), pc) | (piece(w(1), pc) << 16)
-        })
+        .map(|idx| fn_split_source(idx, nin, h).map_or(0, |a| fn_[a].to_bits()))
         .collect()
 }
 
@@ -427,7 +405,8 @@ pub fn prepared_fn_setting() -> Result<bool> {
 /// None where the kernel does not apply: an op without 24 mixes, fewer than CL_GROUP / 2 + 1 or
 /// more than CL_GROUP * CL_MAXGRP chunks (the kernel's tree groups), more than CL_WARPS warps a
 /// block (CL_WARPS2 with `mtiles` = 2), or more shared memory than `budget`. `prepared`: the block
-/// stages its chunks of fn prepared by `mhc_fn_split` (1.5x the bytes of its f32 slice) instead.
+/// stages its chunks of fn prepared by `mhc_fn_split` (fn permuted into fragment order, the same
+/// bytes) instead.
 /// `spread` > 1: tiles of ceil(T / spread) tokens where that is fewer (the call's rows spread
 /// over up to `spread` clusters, so over more multiprocessors).
 #[allow(clippy::too_many_arguments)]
@@ -888,27 +867,15 @@ mod tests {
             .collect();
         let s = fn_split_reference(&fn_, nin, h);
         assert_eq!(s.len(), fn_split_words(nin, h));
-        let bf = |w: u32| f32::from_bits(w << 16);
+        assert_eq!(s.len(), fn_.len());
         let mut seen = vec![0u32; fn_.len()];
-        let mut sum = vec![0f64; fn_.len()];
         for (idx, &w) in s.iter().enumerate() {
-            let (pc, src) = fn_split_sources(idx, nin, h);
-            for (k, at) in src.into_iter().enumerate() {
-                let at = at.expect("H is a multiple of 32: no padding");
-                let v = bf(if k == 0 { w & 0xffff } else { w >> 16 });
-                if pc == 0 {
-                    // hi carries the sign and the top bits.
-                    assert_eq!(v.to_bits(), fn_[at].to_bits() & 0xffff_0000);
-                }
-                seen[at] += 1 << (8 * pc);
-                sum[at] += v as f64;
-            }
+            let at = fn_split_source(idx, nin, h).expect("H is a multiple of 32: no padding");
+            assert_eq!(w, fn_[at].to_bits());
+            seen[at] += 1;
         }
-        // Every weight appears once as each piece, and the pieces add back to it exactly.
-        assert!(seen.iter().all(|&n| n == 0x010101));
-        for (a, b) in sum.iter().zip(&fn_) {
-            assert_eq!(*a, *b as f64);
-        }
+        // A permutation: every weight exactly once, bit for bit.
+        assert!(seen.iter().all(|&n| n == 1));
     }
 
     #[test]
@@ -972,14 +939,14 @@ mod tests {
                 w
             );
         }
-        // Prepared fn (18 KB a chunk warp): fits at H = 4096 and 5120 in clusters of 16, not at
-        // 7168 (14 warps), nor in clusters of 12 at 5120 (14 warps).
+        // Prepared fn (12 KB a chunk warp, fn's own bytes): fits wherever the plain kernel does,
+        // at H = 7168 (14 warps) and in clusters of 12 at 5120 (14 warps) too.
         for t in [1, 16, 100] {
             for (h, cl, fits) in [
                 (4096, 16, true),
                 (5120, 16, true),
-                (7168, 16, false),
-                (5120, 12, false),
+                (7168, 16, true),
+                (5120, 12, true),
             ] {
                 let p = cluster_plan(gates, t, h, cl, budget, true, 1, 0);
                 assert_eq!(p.is_some(), fits, "{h} {cl} {t}");
@@ -989,7 +956,8 @@ mod tests {
                 }
             }
         }
-        assert_eq!(fn_split_words(4, 5120), 160 * 4 * 9 * 32 * 4);
+        assert_eq!(fn_split_words(4, 5120), 160 * 4 * 6 * 32 * 4);
+        assert_eq!(fn_split_words(4, 5120), 24 * 4 * 5120);
         // Tiles of 32 tokens: clusters of 16 blocks of at most 10 chunk warps (H <= 5120), both
         // with prepared fn and without; never other cluster sizes, nor 3 groups of 16 rows. The
         // dynamic limit beside this variant's ~5.5 KB of static shared memory.

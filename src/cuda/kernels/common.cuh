@@ -391,19 +391,15 @@ __device__ __forceinline__ void mma_bf16(float d[4], const u32 a[4], const u32 b
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// Splits an f32 into three bf16 pieces whose sum is the f32: hi = the top 8 significant bits
-// (truncated), mid = the top 8 bits of the exact remainder, lo = the rest (at most 8 significant
-// bits, so a bf16 value). Bit masks and exact subtractions only: the bf16 conversion instruction
-// runs at a quarter of the ALU rate and was the largest cost of the projection (PERF_NOTES.md).
-__device__ __forceinline__ void split3(float f, float& hi, float& mid, float& lo) {
-  hi = __uint_as_float(__float_as_uint(f) & 0xffff0000u);
-  const float r1 = f - hi;  // exact
-  mid = __uint_as_float(__float_as_uint(r1) & 0xffff0000u);
-  lo = r1 - mid;  // exact
-}
-// Two bf16 values held exactly in f32 registers -> one bf16x2 word (`lo` in the low half).
-__device__ __forceinline__ u32 pack_exact_bf16x2(float lo, float hi) {
-  return __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632);
+// D += A . B on tensor cores, TF32 operands held in f32 registers (the hardware reads the top 19
+// bits), f32 accumulation. m16n8k8: a = A[g][q], A[g+8][q], A[g][q+4], A[g+8][q+4]; b = B[q][g],
+// B[q+4][g]; d as mma_bf16's.
+__device__ __forceinline__ void mma_tf32(float d[4], const u32 a[4], const u32 b[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
 // Asynchronous 16-byte copies global -> shared (sm_80+): many in flight per thread without

@@ -35,9 +35,12 @@
 // written (the cluster kernel in tiles of up to 16 tokens: once its fn has landed), so the next
 // seam's launch and fn fetch overlap this seam's tail.
 //
-// Accuracy. The projection multiplies bf16 streams by fn split into three bf16 pieces
-// (split3), so products and sums are f32-exact up to f32 accumulation: no TF32 anywhere. The
-// cluster kernels' _clp variants read the pieces prepared once by mhc_fn_split (same bits).
+// Accuracy. The projection multiplies the bf16 streams (exact in TF32) by fn in two TF32 pieces
+// (project_step: hi, the weight with its low 13 significand bits cleared, and lo, the exact
+// remainder, of which the tensor cores read the top 11 bits), so every product is within 2^-21
+// of the exact one and the sums are f32 accumulations: plain TF32 (one piece, 2^-11) would break
+// SPEC's 1e-5. The cluster kernels' _clp variants read fn permuted once into the lanes' fragment
+// order by mhc_fn_split and split it the same way (same bits).
 
 #define NS 4        // streams served by the fused path
 #define CHUNK 32    // channels per warp
@@ -479,15 +482,105 @@ __device__ __forceinline__ void ewc_compute(const FusedParams& p, const float* s
   }
 }
 
+// One projection step of a warp (stream j, half u of each lane's 8 channels), accumulated into
+// d: the weights of fn[mix nt * 8 + g][stream j, channels 8q + 4u + 0..3] (lane g = lane / 4,
+// q = lane % 4), from `pairs`, each weight in two TF32 pieces (hi: its low 13 significand bits
+// cleared, one LOP3; lo: the exact remainder, one FADD, of which the tensor cores read the top 11
+// bits). Two m16n8k8 steps over channel pairs: step st takes channel 8q + 4u + 2st as k = q and
+// the next as k = q + 4, the bf16 activations widened to f32 (exact in TF32).
+//
+// TR (the lanes-by-channels cluster variants, tiles of at most 4 tokens, NT = 3, MT = 1): the same
+// products with the operands swapped, so that a step takes 3 MMAs instead of 6: the weights' pieces
+// are the rows (16 x 8 A operand: hi of mixes 0-23 and lo of mixes 0-23 in three m-tiles), the
+// tokens g the columns (B: the lane's row g of the activations). d[0][0..2] then hold the three
+// m-tiles' accumulators and e is unused; project_tr_result turns them into the mixes. The bits are
+// the unswapped chains' where the tensor cores compute an output element from its row of A, its
+// column of B and its accumulator alone, the same way at every position: the GPU tests compare
+// these variants with the tile kernel bit for bit (lanes_by_channels_give_the_same_bits).
+template <int NT, int NIN, int MT, bool TR = false, typename Pairs>
+__device__ __forceinline__ void project_step(Pairs pairs, const uint4 (*av)[2][NIN], int j, int u,
+                                             float (*d)[NT][4], float (*e)[NT][4]) {
+  static_assert(!TR || (NT == 3 && MT == 1), "the swapped step: 24 mixes, one group of rows");
+#pragma unroll
+  for (int st = 0; st < 2; ++st) {
+    // pairs(st, f): f[nt] = the weights of channels 8q + 4u + 2st and + 1 (loaded a step at a
+    // time where registers are short: the cluster kernels).
+    float2 f[NT];
+    pairs(st, f);
+    u32 a[MT][4];
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      const u32 w0 = word(av[m][0][j], 2 * u + st), w1 = word(av[m][1][j], 2 * u + st);
+      // Byte permutes, not the shifts and masks of bf16_lo / bf16_hi: the compiler would share
+      // those with quad_sums' unpacking after the projection and keep every widened value live
+      // until then (the cluster kernels spilled).
+      a[m][0] = __byte_perm(w0, 0u, 0x1044);
+      a[m][1] = __byte_perm(w1, 0u, 0x1044);
+      a[m][2] = __byte_perm(w0, 0u, 0x3244);
+      a[m][3] = __byte_perm(w1, 0u, 0x3244);
+    }
+    u32 bh[NT][2], bl[NT][2];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        const float v = b ? f[nt].y : f[nt].x;
+        const u32 hi = __float_as_uint(v) & 0xffffe000u;
+        bh[nt][b] = hi;
+        bl[nt][b] = __float_as_uint(v - __uint_as_float(hi));  // exact
+      }
+    }
+    if constexpr (TR) {
+      // m-tile rows g and g + 8: hi of mixes (0, 8), (16, lo 0), (lo 8, lo 16) + g; k as above.
+      const u32 bt[2] = {a[0][0], a[0][2]};
+      const u32 a0[4] = {bh[0][0], bh[1][0], bh[0][1], bh[1][1]};
+      const u32 a1[4] = {bh[2][0], bl[0][0], bh[2][1], bl[0][1]};
+      const u32 a2[4] = {bl[1][0], bl[2][0], bl[1][1], bl[2][1]};
+      mma_tf32(d[0][0], a0, bt);
+      mma_tf32(d[0][1], a1, bt);
+      mma_tf32(d[0][2], a2, bt);
+      continue;
+    }
+    // Every n-tile's hi into d, then every n-tile's lo into e (two chains an output, each half
+    // as long as one chain of both, added once at the end): the chains are independent, so one's
+    // MMA latency overlaps the others'.
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) mma_tf32(d[m][nt], a[m], bh[nt]);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) mma_tf32(e[m][nt], a[m], bl[nt]);
+    }
+  }
+}
+
+// The three m-tiles of the swapped step (project_step, TR) as the mixes: d[0][nt][tt] = mix
+// nt * 8 + g of token 2q + tt, hi + lo as the unswapped chains' d + e (d[0][nt][2..3]: zero).
+__device__ __forceinline__ void project_tr_result(float (&d)[3][4]) {
+  float r[3][2];
+#pragma unroll
+  for (int tt = 0; tt < 2; ++tt) {
+    r[0][tt] = d[0][tt] + d[1][2 + tt];
+    r[1][tt] = d[0][2 + tt] + d[2][tt];
+    r[2][tt] = d[1][tt] + d[2][2 + tt];
+  }
+#pragma unroll
+  for (int nt = 0; nt < 3; ++nt) {
+    d[nt][0] = r[nt][0];
+    d[nt][1] = r[nt][1];
+    d[nt][2] = d[nt][3] = 0.0f;
+  }
+}
+
 // A warp's chunk of the projection on tensor cores, from zero, in the canonical order (the same
 // MMA sequence whatever the plan or kernel, so a chunk's partials have the same bits everywhere):
-// d[m][nt] = rows g, g + 8 of the tile's m-th 16 rows x mixes nt*8 + 2q, +1, from fn split into
-// three bf16 pieces; for each n-tile the steps run over the streams j, the halves u of the lane's
-// 8 channels, and the pieces (hi, mid, lo). The n-tiles' chains are independent: each step issues
-// them side by side, so one chain's MMA latency overlaps the others'. MT groups of 16 rows (the
-// cluster kernel's tiles of 32 tokens) share each step's fn and run the same chains. SWZ and
-// rstride: fn's layout, as in load_fn_step.
-template <int NIN, int NMIX, bool SWZ, int MT = 1>
+// d[m][nt] = rows g, g + 8 of the tile's m-th 16 rows x mixes nt*8 + 2q, +1; the steps run over
+// the streams j and the halves u of the lane's 8 channels (project_step). The n-tiles' chains
+// are independent: each step issues them side by side, so one chain's MMA latency overlaps the
+// others'. MT groups of 16 rows (the cluster kernel's tiles of 32 tokens) run the same chains, one
+// group after the other. SWZ and rstride: fn's layout, as in load_fn_step.
+// TR: the swapped step (project_step), the result as project_tr_result gives it.
+template <int NIN, int NMIX, bool SWZ, int MT = 1, bool TR = false>
 __device__ __forceinline__ void project_chunk(const float* sfn, int rstride, int warp, int g, int q,
                                               bool chunk_ok, const uint4 (*av)[2][NIN],
                                               float (*d)[Shape<NIN, NMIX>::NT][4]) {
@@ -498,54 +591,66 @@ __device__ __forceinline__ void project_chunk(const float* sfn, int rstride, int
     for (int nt = 0; nt < S::NT; ++nt) d[m][nt][0] = d[m][nt][1] = d[m][nt][2] = d[m][nt][3] = 0.0f;
   }
   if (NMIX == 0) return;
+  // One group of 16 rows at a time: each group's lo accumulators live only
+  // through its own pass (the tiles of 32 tokens would spill otherwise); a group's chains are the
+  // same whatever MT, so are its bits.
 #pragma unroll
-  for (int j = 0; j < NIN; ++j) {
+  for (int m = 0; m < MT; ++m) {
+    float e[1][S::NT][4];
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      float f[S::NT][4];
-      load_fn_step<NIN, NMIX, SWZ>(sfn, rstride, j, u, g, warp, q, chunk_ok, f);
-      u32 bh[S::NT][2], bm[S::NT][2], bl[S::NT][2];
+    for (int nt = 0; nt < S::NT; ++nt) e[0][nt][0] = e[0][nt][1] = e[0][nt][2] = e[0][nt][3] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NIN; ++j) {
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        if (SWZ) {
+          // The tile and stream kernels: a step's weights in one 16-byte load an n-tile.
+          float f[S::NT][4];
+          load_fn_step<NIN, NMIX, SWZ>(sfn, rstride, j, u, g, warp, q, chunk_ok, f);
+          project_step<S::NT, NIN, 1, TR>(
+              [&](int st, float2 (&fp)[S::NT]) {
+#pragma unroll
+                for (int nt = 0; nt < S::NT; ++nt) fp[nt] = make_float2(f[nt][2 * st], f[nt][2 * st + 1]);
+              },
+              av + m, j, u, d + m, e);
+        } else {
+          // The cluster kernels (rows padded by one float4): 8 bytes a pair, loaded as used.
+          project_step<S::NT, NIN, 1, TR>(
+              [&](int st, float2 (&fp)[S::NT]) {
+#pragma unroll
+                for (int nt = 0; nt < S::NT; ++nt) {
+                  const int mrow = nt * 8 + g;
+                  const float2* r = (const float2*)((const float4*)sfn + (size_t)(mrow * NIN + j) * rstride);
+                  fp[nt] = chunk_ok ? r[2 * (warp * 8 + 2 * q + u) + st] : make_float2(0.0f, 0.0f);
+                }
+              },
+              av + m, j, u, d + m, e);
+        }
+      }
+    }
+    if constexpr (TR) {
+      project_tr_result(d[0]);
+    } else {
 #pragma unroll
       for (int nt = 0; nt < S::NT; ++nt) {
-        float h0, m0, l0, h1, m1, l1, h2, m2, l2, h3, m3, l3;
-        split3(f[nt][0], h0, m0, l0);
-        split3(f[nt][1], h1, m1, l1);
-        split3(f[nt][2], h2, m2, l2);
-        split3(f[nt][3], h3, m3, l3);
-        bh[nt][0] = pack_exact_bf16x2(h0, h1);
-        bh[nt][1] = pack_exact_bf16x2(h2, h3);
-        bm[nt][0] = pack_exact_bf16x2(m0, m1);
-        bm[nt][1] = pack_exact_bf16x2(m2, m3);
-        bl[nt][0] = pack_exact_bf16x2(l0, l1);
-        bl[nt][1] = pack_exact_bf16x2(l2, l3);
-      }
 #pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        const u32 a[4] = {word(av[m][0][j], 2 * u), word(av[m][1][j], 2 * u), word(av[m][0][j], 2 * u + 1),
-                          word(av[m][1][j], 2 * u + 1)};
-#pragma unroll
-        for (int nt = 0; nt < S::NT; ++nt) mma_bf16(d[m][nt], a, bh[nt]);
-#pragma unroll
-        for (int nt = 0; nt < S::NT; ++nt) mma_bf16(d[m][nt], a, bm[nt]);
-#pragma unroll
-        for (int nt = 0; nt < S::NT; ++nt) mma_bf16(d[m][nt], a, bl[nt]);
+        for (int i = 0; i < 4; ++i) d[m][nt][i] += e[0][nt][i];
       }
     }
   }
 }
 
 // fn prepared once, at weight upload (mhc_fn_split below): for every chunk c, stream j and half
-// u of a lane's 8 channels, the B fragments of that projection step in the order project_chunk
-// splits and uses them, so a warp loads a step's with one 16-byte load per 4 words and runs the
-// same MMAs on the same operands with no splitting. Per (c, j, u), 2304 bytes: [v < 4][lane]
-// uint4 (words 0-15), then [lane] uint2 (words 16, 17), where word i = (nt * 3 + piece) * 2 + b
-// is the bf16x2 of piece (0 hi, 1 mid, 2 lo) of fn[nt * 8 + g][j * H + 32 c + 8 q + 4 u + 2 b +
-// {0, 1}], g = lane / 4, q = lane % 4 (zeros past H). For 24 mixes (3 n-tiles).
-#define FNP_WORDS 18                         // words per (chunk, stream, half, lane)
-#define FNP_STEP_BYTES (FNP_WORDS * WARP * 4)  // 2304
-#define FNP_STREAM_BYTES (2 * FNP_STEP_BYTES)  // 4608 bytes per (chunk, stream)
+// u of a lane's 8 channels, the weights of that projection step in the lanes' fragment order, so
+// that a warp loads each pair with one conflict-free 8-byte load and runs project_step on the
+// same values as project_chunk. Per (c, j, u), 1536 bytes: [st < 2][nt < 3][lane] float2, element
+// b = fn[nt * 8 + g][j * H + 32 c + 8 q + 4 u + 2 st + b], g = lane / 4, q = lane % 4 (zeros past
+// H). For 24 mixes (3 n-tiles). The same bytes as fn.
+#define FNP_WORDS 12                         // words per (chunk, stream, half, lane)
+#define FNP_STEP_BYTES (FNP_WORDS * WARP * 4)  // 1536
+#define FNP_STREAM_BYTES (2 * FNP_STEP_BYTES)  // 3072 bytes per (chunk, stream)
 
-template <int NIN, int MT>
+template <int NIN, int MT, bool TR = false>
 __device__ __forceinline__ void project_chunk_prepared(const unsigned char* sfp, int lane, bool chunk_ok,
                                                        const uint4 (*av)[2][NIN], float (*d)[3][4]) {
 #pragma unroll
@@ -554,38 +659,40 @@ __device__ __forceinline__ void project_chunk_prepared(const unsigned char* sfp,
     for (int nt = 0; nt < 3; ++nt) d[m][nt][0] = d[m][nt][1] = d[m][nt][2] = d[m][nt][3] = 0.0f;
   }
 #pragma unroll
-  for (int j = 0; j < NIN; ++j) {
+  for (int m = 0; m < MT; ++m) {  // one group of 16 rows at a time, as project_chunk
+    float e[1][3][4];
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      u32 w[FNP_WORDS];
-      if (chunk_ok) {  // warps past H multiply zeros
-        // Volatile loads stay behind the previous step's MMAs (volatile too): the compiler
-        // would otherwise hoist steps' loads ahead, beyond the register budget (spills).
-        const u32 st = smem_u32(sfp + (j * 2 + u) * FNP_STEP_BYTES);
+    for (int nt = 0; nt < 3; ++nt) e[0][nt][0] = e[0][nt][1] = e[0][nt][2] = e[0][nt][3] = 0.0f;
 #pragma unroll
-        for (int v = 0; v < 4; ++v)
-          asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
-                       : "=r"(w[4 * v]), "=r"(w[4 * v + 1]), "=r"(w[4 * v + 2]), "=r"(w[4 * v + 3])
-                       : "r"(st + (v * WARP + lane) * 16));
-        asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];" : "=r"(w[16]), "=r"(w[17]) : "r"(st + 4 * WARP * 16 + lane * 8));
-      } else {
+    for (int j = 0; j < NIN; ++j) {
 #pragma unroll
-        for (int i = 0; i < FNP_WORDS; ++i) w[i] = 0u;
+      for (int u = 0; u < 2; ++u) {
+        const u32 base = smem_u32(sfp + (j * 2 + u) * FNP_STEP_BYTES);
+        project_step<3, NIN, 1, TR>(
+            [&](int st, float2 (&fp)[3]) {
+#pragma unroll
+              for (int nt = 0; nt < 3; ++nt) {
+                if (chunk_ok) {  // warps past H multiply zeros
+                  // Volatile loads stay behind the previous step's MMAs (volatile too): the
+                  // compiler would otherwise hoist steps' loads ahead, beyond the register budget.
+                  asm volatile("ld.shared.v2.f32 {%0,%1}, [%2];"
+                               : "=f"(fp[nt].x), "=f"(fp[nt].y)
+                               : "r"(base + ((st * 3 + nt) * WARP + lane) * 8));
+                } else {
+                  fp[nt] = make_float2(0.0f, 0.0f);
+                }
+              }
+            },
+            av + m, j, u, d + m, e);
       }
+    }
+    if constexpr (TR) {
+      project_tr_result(d[0]);
+    } else {
 #pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        const u32 a[4] = {word(av[m][0][j], 2 * u), word(av[m][1][j], 2 * u), word(av[m][0][j], 2 * u + 1),
-                          word(av[m][1][j], 2 * u + 1)};
-        // project_chunk's order: every n-tile's hi, then mid, then lo.
+      for (int nt = 0; nt < 3; ++nt) {
 #pragma unroll
-        for (int piece = 0; piece < 3; ++piece) {
-#pragma unroll
-          for (int nt = 0; nt < 3; ++nt) {
-            const int i = (nt * 3 + piece) * 2;
-            const u32 b[2] = {w[i], w[i + 1]};
-            mma_bf16(d[m][nt], a, b);
-          }
-        }
+        for (int i = 0; i < 4; ++i) d[m][nt][i] += e[0][nt][i];
       }
     }
   }
@@ -593,7 +700,7 @@ __device__ __forceinline__ void project_chunk_prepared(const unsigned char* sfp,
 
 // Prepares fn [24][nin * H] for the cluster kernels' PREP variant (layout above): one thread per
 // output word. Launched once per seam's weights (CudaEngine::split_fn_weight).
-extern "C" __global__ void mhc_fn_split(const float* __restrict__ fn, u32* __restrict__ out, int nin, int H) {
+extern "C" __global__ void mhc_fn_split(const float* __restrict__ fn, float* __restrict__ out, int nin, int H) {
   const int chunks = (H + CHUNK - 1) / CHUNK;
   constexpr int STEP = FNP_WORDS * WARP;  // words per (chunk, stream, half)
   const size_t total = (size_t)chunks * nin * 2 * STEP;
@@ -602,27 +709,11 @@ extern "C" __global__ void mhc_fn_split(const float* __restrict__ fn, u32* __res
   const int rem = (int)(idx % STEP);
   const size_t cju = idx / STEP;
   const int u = (int)(cju % 2), j = (int)(cju / 2 % nin), c = (int)(cju / 2 / nin);
-  int lane, i;
-  if (rem < 16 * WARP) {
-    lane = rem % (4 * WARP) / 4;
-    i = rem / (4 * WARP) * 4 + rem % 4;
-  } else {
-    lane = (rem - 16 * WARP) / 2;
-    i = 16 + rem % 2;
-  }
-  const int b = i % 2, piece = i / 2 % 3, nt = i / 6;
+  const int sn = rem / (2 * WARP), lane = rem % (2 * WARP) / 2, b = rem % 2;
+  const int st = sn / 3, nt = sn % 3;
   const int g = lane >> 2, q = lane & 3;
-  const int mix = nt * 8 + g;
-  const int ch = c * CHUNK + 8 * q + 4 * u + 2 * b;
-  float pv[2];
-#pragma unroll
-  for (int k = 0; k < 2; ++k) {
-    const float f = ch + k < H ? fn[(size_t)mix * nin * H + (size_t)j * H + ch + k] : 0.0f;
-    float hi, mid, lo;
-    split3(f, hi, mid, lo);
-    pv[k] = piece == 0 ? hi : piece == 1 ? mid : lo;
-  }
-  out[idx] = pack_exact_bf16x2(pv[0], pv[1]);
+  const int ch = c * CHUNK + 8 * q + 4 * u + 2 * st + b;
+  out[idx] = ch < H ? fn[(size_t)(nt * 8 + g) * nin * H + (size_t)j * H + ch] : 0.0f;
 }
 
 // The f64 sums of squares of the projected streams (the gates' RMS, ssg) per row, and the quad
@@ -1523,6 +1614,9 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   // The warps' norm sums of squares of their rows: kept in registers through the projection and
   // sent after it, or (EARLY, tiles of 32, short of registers) stored before it.
   constexpr bool EARLY = MT == 2;
+  // Tiles of at most 4 tokens (lanes by channels): the projection with its operands swapped
+  // (project_step, TR), 3 MMAs a step instead of 6, the same products and chains.
+  constexpr bool TR = CPL > 0;
   constexpr bool TRIGGER_EARLY = MT == 1;  // where this block lets the next kernel launch
   double ssn[MT][2];
   if constexpr (CPL > 0) {
@@ -1571,17 +1665,35 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   if (TRIGGER_EARLY) pdl_trigger();
   if (warp < W) {
     float d[MT][S::NT][4];
-    if (PREP)
-      project_chunk_prepared<NIN, MT>(smem + (size_t)warp * NIN * FNP_STREAM_BYTES, lane, chunk_ok, av, d);
-    else
-      project_chunk<NIN, NMIX, false, MT>(sfn, rstride, warp, g, q, chunk_ok, av, d);
-    STAMP(p.timeline, 14);
     double ssg[MT][2];
+    // One group of 16 rows at a time, its gate sums of squares right after its projection, so
+    // that the first group's activations are dead during the second's (tiles of 32: registers).
+    // A group's projection is the same whatever MT (project_chunk), so are its bits.
 #pragma unroll
-    for (int m = 0; m < MT; ++m) quad_sums<NIN, NMIX, !EARLY>(av[m], ssg[m], ssn[m], rows > MAXTT * m + 8);
+    for (int m = 0; m < MT; ++m) {
+      if (PREP)
+        project_chunk_prepared<NIN, 1, TR>(smem + (size_t)warp * NIN * FNP_STREAM_BYTES, lane, chunk_ok, av + m, d + m);
+      else
+        project_chunk<NIN, NMIX, false, 1, TR>(sfn, rstride, warp, g, q, chunk_ok, av + m, d + m);
+      quad_sums<NIN, NMIX, !EARLY>(av[m], ssg[m], ssn[m], rows > MAXTT * m + 8);
+    }
+    STAMP(p.timeline, 14);
     // Every block's mbarriers are initialized.
     cluster_wait();
     // The chunk's leaves and gate sums of squares into the shared memory of the rows' blocks.
+    if constexpr (TR) {
+      // Swapped (project_tr_result): lane (g, q) holds mixes nt * 8 + g of rows 2q and 2q + 1.
+#pragma unroll
+      for (int tt = 0; tt < 2; ++tt) {
+        const int r = 2 * q + tt;
+        if (chunk_ok && r < rows) {
+          const u32 a = cluster_map(leaves + ((size_t)(r / CL) * chunks + chunk) * NM, (u32)(r % CL));
+          const u32 bar = cluster_map(&s_redbar, (u32)(r % CL));
+#pragma unroll
+          for (int nt = 0; nt < S::NT; ++nt) st_async_f32(a + (nt * 8 + g) * 4, d[0][nt][tt], bar);
+        }
+      }
+    }
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
 #pragma unroll
@@ -1593,7 +1705,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
           const u32 a = cluster_map(leaves + ((size_t)o * chunks + chunk) * NM, owner);
           const u32 bar = cluster_map(&s_redbar, owner);
 #pragma unroll
-          for (int nt = 0; nt < S::NT; ++nt) {
+          for (int nt = 0; nt < S::NT && !TR; ++nt) {
             const int c0 = nt * 8 + 2 * q;
             if (c0 < NMIX) st_async_f32x2(a + c0 * 4, d[m][nt][2 * rr], d[m][nt][2 * rr + 1], bar);
           }
