@@ -160,8 +160,8 @@ pub struct RawIo {
 
 /// Device pointers of one seam's weights (f32). `fnb` is the entry seam's folded weight
 /// [mixes, H] (see [`CudaEngine::fold_entry_weight`]); `fn_split` is fn prepared by
-/// [`CudaEngine::split_fn_weight`] (0 = none: the kernels split fn themselves; same results
-/// either way); `norm_weight` 0 = no fused RMSNorm.
+/// [`CudaEngine::split_fn_weight`] (0 = none: the kernels read fn in its own layout; same
+/// results either way); `norm_weight` 0 = no fused RMSNorm.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RawWeights {
     pub fn_: CUdeviceptr,
@@ -483,8 +483,8 @@ impl CudaEngine {
     }
 
     /// Whether the cluster kernels read a call's prepared fn ([`RawWeights::fn_split`]) when it
-    /// has one (default on; `MHC_PREPARED_FN=0` at start turns it off). Off, they split fn
-    /// themselves: the same bits, for A/B timings and for the tests that check exactly that.
+    /// has one (default on; `MHC_PREPARED_FN=0` at start turns it off). Off, they read fn in its
+    /// own layout: the same bits, for A/B timings and for the tests that check exactly that.
     pub fn set_use_prepared_fn(&self, on: bool) {
         self.use_prepared.set(on);
     }
