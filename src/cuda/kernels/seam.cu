@@ -1614,9 +1614,13 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   // The warps' norm sums of squares of their rows: kept in registers through the projection and
   // sent after it, or (EARLY, tiles of 32, short of registers) stored before it.
   constexpr bool EARLY = MT == 2;
-  // Tiles of at most 4 tokens (lanes by channels): the projection with its operands swapped
-  // (project_step, TR), 3 MMAs a step instead of 6, the same products and chains.
+  // Tiles of at most 4 tokens (lanes by channels), and the V4 seam's tiles of 16 tokens whose
+  // rows are 8 or fewer (TR_RT: a block-uniform branch): the projection with its operands swapped
+  // (project_step, TR), 3 MMAs a step instead of 6, the same products and chains. The V4.1 seam's
+  // tiles of 16 (T > 28 with PDL) do without: the branch measured +1 % at T = 32-100 there
+  // (PERF_NOTES attempt 70), against -0.7 to -2 % for the V4 seam at T = 1-8.
   constexpr bool TR = CPL > 0;
+  constexpr bool TR_RT = CPL == 0 && MT == 1 && !CARRIED;
   constexpr bool TRIGGER_EARLY = MT == 1;  // where this block lets the next kernel launch
   double ssn[MT][2];
   if constexpr (CPL > 0) {
@@ -1666,22 +1670,28 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   if (warp < W) {
     float d[MT][S::NT][4];
     double ssg[MT][2];
+    const bool tr = TR || (TR_RT && rows <= 8);
     // One group of 16 rows at a time, its gate sums of squares right after its projection, so
     // that the first group's activations are dead during the second's (tiles of 32: registers).
     // A group's projection is the same whatever MT (project_chunk), so are its bits.
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
-      if (PREP)
-        project_chunk_prepared<NIN, 1, TR>(smem + (size_t)warp * NIN * FNP_STREAM_BYTES, lane, chunk_ok, av + m, d + m);
+      const unsigned char* sfp = smem + (size_t)warp * NIN * FNP_STREAM_BYTES;
+      if (PREP && tr)
+        project_chunk_prepared<NIN, 1, TR || TR_RT>(sfp, lane, chunk_ok, av + m, d + m);
+      else if (PREP)
+        project_chunk_prepared<NIN, 1, false>(sfp, lane, chunk_ok, av + m, d + m);
+      else if (tr)
+        project_chunk<NIN, NMIX, false, 1, TR || TR_RT>(sfn, rstride, warp, g, q, chunk_ok, av + m, d + m);
       else
-        project_chunk<NIN, NMIX, false, 1, TR>(sfn, rstride, warp, g, q, chunk_ok, av + m, d + m);
+        project_chunk<NIN, NMIX, false, 1, false>(sfn, rstride, warp, g, q, chunk_ok, av + m, d + m);
       quad_sums<NIN, NMIX, !EARLY>(av[m], ssg[m], ssn[m], rows > MAXTT * m + 8);
     }
     STAMP(p.timeline, 14);
     // Every block's mbarriers are initialized.
     cluster_wait();
     // The chunk's leaves and gate sums of squares into the shared memory of the rows' blocks.
-    if constexpr (TR) {
+    if (tr) {
       // Swapped (project_tr_result): lane (g, q) holds mixes nt * 8 + g of rows 2q and 2q + 1.
 #pragma unroll
       for (int tt = 0; tt < 2; ++tt) {
@@ -1705,7 +1715,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
           const u32 a = cluster_map(leaves + ((size_t)o * chunks + chunk) * NM, owner);
           const u32 bar = cluster_map(&s_redbar, owner);
 #pragma unroll
-          for (int nt = 0; nt < S::NT && !TR; ++nt) {
+          for (int nt = 0; nt < S::NT && !tr; ++nt) {
             const int c0 = nt * 8 + 2 * q;
             if (c0 < NMIX) st_async_f32x2(a + c0 * 4, d[m][nt][2 * rr], d[m][nt][2 * rr + 1], bar);
           }
