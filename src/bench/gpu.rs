@@ -678,7 +678,7 @@ const BLOCK_STAMPS: [(usize, &str); 10] = [
     (3, "coef"),
     (4, "elementwise"),
     (5, "fn landed"),
-    (14, "mma"),
+    (14, "mma|mma, gate sums of squares"),
     (6, "sums of squares"),
     (7, "records|leaves sent"),
     (8, "finisher?|leaves arrived"),
