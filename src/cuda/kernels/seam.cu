@@ -489,36 +489,32 @@ __device__ __forceinline__ void ewc_compute(const FusedParams& p, const float* s
 // bits). Two m16n8k8 steps over channel pairs: step st takes channel 8q + 4u + 2st as k = q and
 // the next as k = q + 4, the bf16 activations widened to f32 (exact in TF32).
 //
-// TR (the lanes-by-channels cluster variants, tiles of at most 4 tokens, NT = 3, MT = 1): the same
-// products with the operands swapped, so that a step takes 3 MMAs instead of 6: the weights' pieces
-// are the rows (16 x 8 A operand: hi of mixes 0-23 and lo of mixes 0-23 in three m-tiles), the
-// tokens g the columns (B: the lane's row g of the activations). d[0][0..2] then hold the three
-// m-tiles' accumulators and e is unused; project_tr_result turns them into the mixes. The bits are
+// One group of 16 rows (av, d: the hi chains, e: the lo chains).
+//
+// TR (tiles of at most 8 tokens, NT = 3): the same products with the operands swapped, so that a
+// step takes 3 MMAs instead of 6: the weights' pieces are the rows (16 x 8 A operand: hi of mixes
+// 0-23 and lo of mixes 0-23 in three m-tiles), the tokens g the columns (B: the lane's row g of
+// the activations). d[0..2] then hold the three m-tiles' accumulators and e is unused;
+// project_finish turns them into the mixes. The bits are
 // the unswapped chains' where the tensor cores compute an output element from its row of A, its
 // column of B and its accumulator alone, the same way at every position: the GPU tests compare
 // these variants with the tile kernel bit for bit (lanes_by_channels_give_the_same_bits).
-template <int NT, int NIN, int MT, bool TR = false, typename Pairs>
-__device__ __forceinline__ void project_step(Pairs pairs, const uint4 (*av)[2][NIN], int j, int u,
-                                             float (*d)[NT][4], float (*e)[NT][4]) {
-  static_assert(!TR || (NT == 3 && MT == 1), "the swapped step: 24 mixes, one group of rows");
+template <int NT, int NIN, bool TR, typename Pairs>
+__device__ __forceinline__ void project_step(Pairs pairs, const uint4 (&av)[2][NIN], int j, int u,
+                                             float (&d)[NT][4], float (&e)[NT][4]) {
+  static_assert(!TR || NT == 3, "the swapped step: 24 mixes");
 #pragma unroll
   for (int st = 0; st < 2; ++st) {
     // pairs(st, f): f[nt] = the weights of channels 8q + 4u + 2st and + 1 (loaded a step at a
     // time where registers are short: the cluster kernels).
     float2 f[NT];
     pairs(st, f);
-    u32 a[MT][4];
-#pragma unroll
-    for (int m = 0; m < MT; ++m) {
-      const u32 w0 = word(av[m][0][j], 2 * u + st), w1 = word(av[m][1][j], 2 * u + st);
-      // Byte permutes, not the shifts and masks of bf16_lo / bf16_hi: the compiler would share
-      // those with quad_sums' unpacking after the projection and keep every widened value live
-      // until then (the cluster kernels spilled).
-      a[m][0] = __byte_perm(w0, 0u, 0x1044);
-      a[m][1] = __byte_perm(w1, 0u, 0x1044);
-      a[m][2] = __byte_perm(w0, 0u, 0x3244);
-      a[m][3] = __byte_perm(w1, 0u, 0x3244);
-    }
+    const u32 w0 = word(av[0][j], 2 * u + st), w1 = word(av[1][j], 2 * u + st);
+    // Byte permutes, not the shifts and masks of bf16_lo / bf16_hi: the compiler would share those
+    // with quad_sums' unpacking after the projection and keep every widened value live until then
+    // (the cluster kernels spilled).
+    const u32 a[4] = {__byte_perm(w0, 0u, 0x1044), __byte_perm(w1, 0u, 0x1044), __byte_perm(w0, 0u, 0x3244),
+                      __byte_perm(w1, 0u, 0x3244)};
     u32 bh[NT][2], bl[NT][2];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
@@ -532,112 +528,101 @@ __device__ __forceinline__ void project_step(Pairs pairs, const uint4 (*av)[2][N
     }
     if constexpr (TR) {
       // m-tile rows g and g + 8: hi of mixes (0, 8), (16, lo 0), (lo 8, lo 16) + g; k as above.
-      const u32 bt[2] = {a[0][0], a[0][2]};
+      const u32 bt[2] = {a[0], a[2]};
       const u32 a0[4] = {bh[0][0], bh[1][0], bh[0][1], bh[1][1]};
       const u32 a1[4] = {bh[2][0], bl[0][0], bh[2][1], bl[0][1]};
       const u32 a2[4] = {bl[1][0], bl[2][0], bl[1][1], bl[2][1]};
-      mma_tf32(d[0][0], a0, bt);
-      mma_tf32(d[0][1], a1, bt);
-      mma_tf32(d[0][2], a2, bt);
+      mma_tf32(d[0], a0, bt);
+      mma_tf32(d[1], a1, bt);
+      mma_tf32(d[2], a2, bt);
       continue;
     }
     // Every n-tile's hi into d, then every n-tile's lo into e (two chains an output, each half
     // as long as one chain of both, added once at the end): the chains are independent, so one's
     // MMA latency overlaps the others'.
 #pragma unroll
-    for (int m = 0; m < MT; ++m) {
+    for (int nt = 0; nt < NT; ++nt) mma_tf32(d[nt], a, bh[nt]);
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) mma_tf32(d[m][nt], a[m], bh[nt]);
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) mma_tf32(e[m][nt], a[m], bl[nt]);
-    }
+    for (int nt = 0; nt < NT; ++nt) mma_tf32(e[nt], a, bl[nt]);
   }
 }
 
-// The three m-tiles of the swapped step (project_step, TR) as the mixes: d[0][nt][tt] = mix
-// nt * 8 + g of token 2q + tt, hi + lo as the unswapped chains' d + e (d[0][nt][2..3]: zero).
-__device__ __forceinline__ void project_tr_result(float (&d)[3][4]) {
-  float r[3][2];
+// A group's projection from its chains (project_step): d += e, hi + lo; with TR, the three
+// m-tiles of the swapped step as the mixes: d[nt][tt] = mix nt * 8 + g of token 2q + tt, hi + lo as
+// the unswapped chains' d + e (d[nt][2..3]: zero).
+template <int NT, bool TR>
+__device__ __forceinline__ void project_finish(float (&d)[NT][4], const float (&e)[NT][4]) {
+  if constexpr (!TR) {
 #pragma unroll
-  for (int tt = 0; tt < 2; ++tt) {
-    r[0][tt] = d[0][tt] + d[1][2 + tt];
-    r[1][tt] = d[0][2 + tt] + d[2][tt];
-    r[2][tt] = d[1][tt] + d[2][2 + tt];
-  }
+    for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
-  for (int nt = 0; nt < 3; ++nt) {
-    d[nt][0] = r[nt][0];
-    d[nt][1] = r[nt][1];
-    d[nt][2] = d[nt][3] = 0.0f;
+      for (int i = 0; i < 4; ++i) d[nt][i] += e[nt][i];
+    }
+  } else {
+    float r[3][2];
+#pragma unroll
+    for (int tt = 0; tt < 2; ++tt) {
+      r[0][tt] = d[0][tt] + d[1][2 + tt];
+      r[1][tt] = d[0][2 + tt] + d[2][tt];
+      r[2][tt] = d[1][tt] + d[2][2 + tt];
+    }
+#pragma unroll
+    for (int nt = 0; nt < 3; ++nt) {
+      d[nt][0] = r[nt][0];
+      d[nt][1] = r[nt][1];
+      d[nt][2] = d[nt][3] = 0.0f;
+    }
   }
 }
 
 // A warp's chunk of the projection on tensor cores, from zero, in the canonical order (the same
 // MMA sequence whatever the plan or kernel, so a chunk's partials have the same bits everywhere):
-// d[m][nt] = rows g, g + 8 of the tile's m-th 16 rows x mixes nt*8 + 2q, +1; the steps run over
-// the streams j and the halves u of the lane's 8 channels (project_step). The n-tiles' chains
-// are independent: each step issues them side by side, so one chain's MMA latency overlaps the
-// others'. MT groups of 16 rows (the cluster kernel's tiles of 32 tokens) run the same chains, one
-// group after the other. SWZ and rstride: fn's layout, as in load_fn_step.
-// TR: the swapped step (project_step), the result as project_tr_result gives it.
-template <int NIN, int NMIX, bool SWZ, int MT = 1, bool TR = false>
+// d[nt] = rows g, g + 8 of one group of 16 rows x mixes nt*8 + 2q, +1; the steps run over the
+// streams j and the halves u of the lane's 8 channels (project_step). The n-tiles' chains are
+// independent: each step issues them side by side, so one chain's MMA latency overlaps the
+// others'. The cluster kernel's tiles of 32 tokens call it once a group: a group's lo chains then
+// live through its own pass only (they would spill otherwise), and its bits are the same whatever
+// the tile. SWZ and rstride: fn's layout, as in load_fn_step. TR: the swapped step (project_step),
+// the result as project_finish gives it.
+template <int NIN, int NMIX, bool SWZ, bool TR = false>
 __device__ __forceinline__ void project_chunk(const float* sfn, int rstride, int warp, int g, int q,
-                                              bool chunk_ok, const uint4 (*av)[2][NIN],
-                                              float (*d)[Shape<NIN, NMIX>::NT][4]) {
+                                              bool chunk_ok, const uint4 (&av)[2][NIN],
+                                              float (&d)[Shape<NIN, NMIX>::NT][4]) {
   typedef Shape<NIN, NMIX> S;
 #pragma unroll
-  for (int m = 0; m < MT; ++m) {
-#pragma unroll
-    for (int nt = 0; nt < S::NT; ++nt) d[m][nt][0] = d[m][nt][1] = d[m][nt][2] = d[m][nt][3] = 0.0f;
-  }
+  for (int nt = 0; nt < S::NT; ++nt) d[nt][0] = d[nt][1] = d[nt][2] = d[nt][3] = 0.0f;
   if (NMIX == 0) return;
-  // One group of 16 rows at a time: each group's lo accumulators live only
-  // through its own pass (the tiles of 32 tokens would spill otherwise); a group's chains are the
-  // same whatever MT, so are its bits.
+  float e[S::NT][4] = {};
 #pragma unroll
-  for (int m = 0; m < MT; ++m) {
-    float e[1][S::NT][4];
+  for (int j = 0; j < NIN; ++j) {
 #pragma unroll
-    for (int nt = 0; nt < S::NT; ++nt) e[0][nt][0] = e[0][nt][1] = e[0][nt][2] = e[0][nt][3] = 0.0f;
+    for (int u = 0; u < 2; ++u) {
+      if (SWZ) {
+        // The tile and stream kernels: a step's weights in one 16-byte load an n-tile.
+        float f[S::NT][4];
+        load_fn_step<NIN, NMIX, SWZ>(sfn, rstride, j, u, g, warp, q, chunk_ok, f);
+        project_step<S::NT, NIN, TR>(
+            [&](int st, float2 (&fp)[S::NT]) {
 #pragma unroll
-    for (int j = 0; j < NIN; ++j) {
+              for (int nt = 0; nt < S::NT; ++nt) fp[nt] = make_float2(f[nt][2 * st], f[nt][2 * st + 1]);
+            },
+            av, j, u, d, e);
+      } else {
+        // The cluster kernels (rows padded by one float4): 8 bytes a pair, loaded as used.
+        project_step<S::NT, NIN, TR>(
+            [&](int st, float2 (&fp)[S::NT]) {
 #pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        if (SWZ) {
-          // The tile and stream kernels: a step's weights in one 16-byte load an n-tile.
-          float f[S::NT][4];
-          load_fn_step<NIN, NMIX, SWZ>(sfn, rstride, j, u, g, warp, q, chunk_ok, f);
-          project_step<S::NT, NIN, 1, TR>(
-              [&](int st, float2 (&fp)[S::NT]) {
-#pragma unroll
-                for (int nt = 0; nt < S::NT; ++nt) fp[nt] = make_float2(f[nt][2 * st], f[nt][2 * st + 1]);
-              },
-              av + m, j, u, d + m, e);
-        } else {
-          // The cluster kernels (rows padded by one float4): 8 bytes a pair, loaded as used.
-          project_step<S::NT, NIN, 1, TR>(
-              [&](int st, float2 (&fp)[S::NT]) {
-#pragma unroll
-                for (int nt = 0; nt < S::NT; ++nt) {
-                  const int mrow = nt * 8 + g;
-                  const float2* r = (const float2*)((const float4*)sfn + (size_t)(mrow * NIN + j) * rstride);
-                  fp[nt] = chunk_ok ? r[2 * (warp * 8 + 2 * q + u) + st] : make_float2(0.0f, 0.0f);
-                }
-              },
-              av + m, j, u, d + m, e);
-        }
-      }
-    }
-    if constexpr (TR) {
-      project_tr_result(d[0]);
-    } else {
-#pragma unroll
-      for (int nt = 0; nt < S::NT; ++nt) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) d[m][nt][i] += e[0][nt][i];
+              for (int nt = 0; nt < S::NT; ++nt) {
+                const int mrow = nt * 8 + g;
+                const float2* r = (const float2*)((const float4*)sfn + (size_t)(mrow * NIN + j) * rstride);
+                fp[nt] = chunk_ok ? r[2 * (warp * 8 + 2 * q + u) + st] : make_float2(0.0f, 0.0f);
+              }
+            },
+            av, j, u, d, e);
       }
     }
   }
+  project_finish<S::NT, TR>(d, e);
 }
 
 // fn prepared once, at weight upload (mhc_fn_split below): for every chunk c, stream j and half
@@ -650,52 +635,37 @@ __device__ __forceinline__ void project_chunk(const float* sfn, int rstride, int
 #define FNP_STEP_BYTES (FNP_WORDS * WARP * 4)  // 1536
 #define FNP_STREAM_BYTES (2 * FNP_STEP_BYTES)  // 3072 bytes per (chunk, stream)
 
-template <int NIN, int MT, bool TR = false>
+// project_chunk over prepared fn (one group of 16 rows, as there).
+template <int NIN, bool TR = false>
 __device__ __forceinline__ void project_chunk_prepared(const unsigned char* sfp, int lane, bool chunk_ok,
-                                                       const uint4 (*av)[2][NIN], float (*d)[3][4]) {
+                                                       const uint4 (&av)[2][NIN], float (&d)[3][4]) {
 #pragma unroll
-  for (int m = 0; m < MT; ++m) {
+  for (int nt = 0; nt < 3; ++nt) d[nt][0] = d[nt][1] = d[nt][2] = d[nt][3] = 0.0f;
+  float e[3][4] = {};
 #pragma unroll
-    for (int nt = 0; nt < 3; ++nt) d[m][nt][0] = d[m][nt][1] = d[m][nt][2] = d[m][nt][3] = 0.0f;
-  }
+  for (int j = 0; j < NIN; ++j) {
 #pragma unroll
-  for (int m = 0; m < MT; ++m) {  // one group of 16 rows at a time, as project_chunk
-    float e[1][3][4];
+    for (int u = 0; u < 2; ++u) {
+      const u32 base = smem_u32(sfp + (j * 2 + u) * FNP_STEP_BYTES);
+      project_step<3, NIN, TR>(
+          [&](int st, float2 (&fp)[3]) {
 #pragma unroll
-    for (int nt = 0; nt < 3; ++nt) e[0][nt][0] = e[0][nt][1] = e[0][nt][2] = e[0][nt][3] = 0.0f;
-#pragma unroll
-    for (int j = 0; j < NIN; ++j) {
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const u32 base = smem_u32(sfp + (j * 2 + u) * FNP_STEP_BYTES);
-        project_step<3, NIN, 1, TR>(
-            [&](int st, float2 (&fp)[3]) {
-#pragma unroll
-              for (int nt = 0; nt < 3; ++nt) {
-                if (chunk_ok) {  // warps past H multiply zeros
-                  // Volatile loads stay behind the previous step's MMAs (volatile too): the
-                  // compiler would otherwise hoist steps' loads ahead, beyond the register budget.
-                  asm volatile("ld.shared.v2.f32 {%0,%1}, [%2];"
-                               : "=f"(fp[nt].x), "=f"(fp[nt].y)
-                               : "r"(base + ((st * 3 + nt) * WARP + lane) * 8));
-                } else {
-                  fp[nt] = make_float2(0.0f, 0.0f);
-                }
+            for (int nt = 0; nt < 3; ++nt) {
+              if (chunk_ok) {  // warps past H multiply zeros
+                // Volatile loads stay behind the previous step's MMAs (volatile too): the compiler
+                // would otherwise hoist steps' loads ahead, beyond the register budget.
+                asm volatile("ld.shared.v2.f32 {%0,%1}, [%2];"
+                             : "=f"(fp[nt].x), "=f"(fp[nt].y)
+                             : "r"(base + ((st * 3 + nt) * WARP + lane) * 8));
+              } else {
+                fp[nt] = make_float2(0.0f, 0.0f);
               }
-            },
-            av + m, j, u, d + m, e);
-      }
-    }
-    if constexpr (TR) {
-      project_tr_result(d[0]);
-    } else {
-#pragma unroll
-      for (int nt = 0; nt < 3; ++nt) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) d[m][nt][i] += e[0][nt][i];
-      }
+            }
+          },
+          av, j, u, d, e);
     }
   }
+  project_finish<3, TR>(d, e);
 }
 
 // Prepares fn [24][nin * H] for the cluster kernels' PREP variant (layout above): one thread per
@@ -1208,7 +1178,7 @@ __device__ void seam_kernel_body(const FusedParams& p) {
       __syncthreads();
       STAMP(p.timeline, 5);
     }
-    project_chunk<NIN, NMIX, true>(sfn, p.W * 8, warp, g, q, chunk_ok, &av, &d);
+    project_chunk<NIN, NMIX, true>(sfn, p.W * 8, warp, g, q, chunk_ok, av, d);
     STAMP(p.timeline, 14);
     // Sums of squares for the gates' RMS factor, then quad sums (f64, see the header).
     double ssg[2];
@@ -1420,7 +1390,7 @@ __device__ void seam_stream_body(const FusedParams& p) {
     st_issue<NIN, CARRIED>(p, tile + stride, stage(), scoef_at((it + 1) & 1), htid, g, h, chunk_ok);
     STAMP(p.timeline, 4);
     float d[S::NT][4];
-    project_chunk<NIN, NMIX, true>(sfn, 8 * 8 /* W = 8: a constant stride */, warp, g, q, chunk_ok, &av, &d);
+    project_chunk<NIN, NMIX, true>(sfn, 8 * 8 /* W = 8: a constant stride */, warp, g, q, chunk_ok, av, d);
     double ssg[2];
     quad_sums<NIN, NMIX>(av, ssg, ssn, true);
     STAMP(p.timeline, 6);
@@ -1673,18 +1643,18 @@ __device__ void seam_cluster_body(const FusedParams& p) {
     const bool tr = TR || (TR_RT && rows <= 8);
     // One group of 16 rows at a time, its gate sums of squares right after its projection, so
     // that the first group's activations are dead during the second's (tiles of 32: registers).
-    // A group's projection is the same whatever MT (project_chunk), so are its bits.
+    // A group's projection is the same whatever the tile (project_chunk), so are its bits.
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
       const unsigned char* sfp = smem + (size_t)warp * NIN * FNP_STREAM_BYTES;
       if (PREP && tr)
-        project_chunk_prepared<NIN, 1, TR || TR_RT>(sfp, lane, chunk_ok, av + m, d + m);
+        project_chunk_prepared<NIN, TR || TR_RT>(sfp, lane, chunk_ok, av[m], d[m]);
       else if (PREP)
-        project_chunk_prepared<NIN, 1, false>(sfp, lane, chunk_ok, av + m, d + m);
+        project_chunk_prepared<NIN, false>(sfp, lane, chunk_ok, av[m], d[m]);
       else if (tr)
-        project_chunk<NIN, NMIX, false, 1, TR || TR_RT>(sfn, rstride, warp, g, q, chunk_ok, av + m, d + m);
+        project_chunk<NIN, NMIX, false, TR || TR_RT>(sfn, rstride, warp, g, q, chunk_ok, av[m], d[m]);
       else
-        project_chunk<NIN, NMIX, false, 1, false>(sfn, rstride, warp, g, q, chunk_ok, av + m, d + m);
+        project_chunk<NIN, NMIX, false, false>(sfn, rstride, warp, g, q, chunk_ok, av[m], d[m]);
       quad_sums<NIN, NMIX, !EARLY>(av[m], ssg[m], ssn[m], rows > MAXTT * m + 8);
     }
     STAMP(p.timeline, 14);
@@ -1692,7 +1662,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
     cluster_wait();
     // The chunk's leaves and gate sums of squares into the shared memory of the rows' blocks.
     if (tr) {
-      // Swapped (project_tr_result): lane (g, q) holds mixes nt * 8 + g of rows 2q and 2q + 1.
+      // Swapped (project_finish): lane (g, q) holds mixes nt * 8 + g of rows 2q and 2q + 1.
 #pragma unroll
       for (int tt = 0; tt < 2; ++tt) {
         const int r = 2 * q + tt;
