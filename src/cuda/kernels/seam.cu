@@ -1741,19 +1741,6 @@ __device__ void seam_cluster_body(const FusedParams& p) {
       gss[o * ngrp + gi] = pairwise(v);
     }
   }
-  // The norm's factor of each row finished here, by the canonical tree over its chunks' leaves,
-  // sent to every block. Warp W - 1 - o takes row o (the chunk warps from the last, which have
-  // the fewest of the loop's items above).
-  if (CARRIED && has_norm && warp < W) {
-    for (int o = W - 1 - warp; o < own; o += W) {
-      const double sn = warp_tree_f64(lnss + o * chunks, chunks, pw);
-      if (lane < CL) {
-        const int r = rank + o * CL;
-        st_async_f32(cluster_map(&s_rinv[r], (u32)lane), rms_factor(sn, p.H, p.norm_eps),
-                     cluster_map(&s_nbar, (u32)lane));
-      }
-    }
-  }
   __syncthreads();
   if (rank == 0) STAMP(p.timeline, 9);
   // The upper levels of the tree, over the groups (pairwise, ngrp a power of two; the padding
@@ -1854,6 +1841,20 @@ __device__ void seam_cluster_body(const FusedParams& p) {
             st_async_f32(cluster_map(&s_rinv[r], (u32)lane), rms_factor(sn, p.H, p.norm_eps),
                          cluster_map(&s_nbar, (u32)lane));
           }
+        }
+      }
+    }
+    if (CARRIED && has_norm && warp < W) {
+      // The norm's factor of each row finished here, by the canonical tree over its chunks'
+      // leaves (landed with the gate leaves), sent to every block. Warp W - 1 - o takes row o.
+      // Here, beside the gate warp's gates rather than before the tree's barriers, it stays off
+      // the gates' path (PERF_NOTES attempt 72).
+      for (int o = W - 1 - warp; o < own; o += W) {
+        const double sn = warp_tree_f64(lnss + o * chunks, chunks, pw);
+        if (lane < CL) {
+          const int r = rank + o * CL;
+          st_async_f32(cluster_map(&s_rinv[r], (u32)lane), rms_factor(sn, p.H, p.norm_eps),
+                       cluster_map(&s_nbar, (u32)lane));
         }
       }
     }
