@@ -3,7 +3,7 @@
 
     scripts/bench-tables.py seam bench/results/seam-h5120-h200.json
     scripts/bench-tables.py projection bench/results/projection-h200.json
-    scripts/bench-tables.py seamab DIR BASE   # the seamab step's files in DIR, against binary BASE
+    scripts/bench-tables.py seamab DIR BASE [OP]  # the seamab step's files in DIR, against binary BASE
 """
 import glob
 import json
@@ -58,15 +58,21 @@ def seam(path):
         print("| " + " | ".join(cells) + " |")
 
 
-def seamab(folder, base):
+def seamab(folder, base, op=None):
     """A/B of binaries timed in one run (gpu-session.sh seamab): per H and T, each binary's rounds
-    (fused, graph, PDL on) and the change of its mean against BASE's."""
+    (fused, graph, PDL on) and the change of its mean against BASE's. OP: the runs of AB_OP=OP
+    (files seamab-op_OP-<name>-...), else the seam's."""
     runs = {}  # (name, H) -> {T: [us per round]}
+    prefix = f"op_{op}-" if op else ""
+    want = (op or "seam").replace("-", "_")
     for f in sorted(glob.glob(os.path.join(folder, "seamab-*-h*-r*.json"))):
         m = re.match(r"seamab-(.+)-h(\d+)-r(\d+)\.json$", os.path.basename(f))
         name, h = m.group(1), int(m.group(2))
+        if name.startswith("op_") != bool(op) or not name.startswith(prefix):
+            continue
+        name = name[len(prefix):]
         for r in json.load(open(f)):
-            if r.get("op") == "seam" and r["path"] == "fused" and r["mode"] == "graph" and r.get("pdl"):
+            if r.get("op") == want and r["path"] == "fused" and r["mode"] == "graph" and r.get("pdl"):
                 runs.setdefault((name, h), {}).setdefault(r["tokens"], []).append(r["us_per_seam"])
     names = [base] + sorted({n for n, _ in runs} - {base})
     print("| H | T | " + " | ".join(names) + " |")

@@ -186,7 +186,7 @@ if [[ " $STEPS " == *" projab "* ]]; then  # explicit only (needs AB_BIN)
   # PDL on, shapes from PROJ_ARGS; cuBLAS once as the run's reference. JSON: projab-<name>-<round>.
   for round in $(seq 1 ${AB_ROUNDS:-2}); do
     for bin in ${AB_BIN:?AB_BIN}; do
-      name=$(basename "$bin")
+      name=${AB_OP:+op_$AB_OP-}$(basename "$bin")
       step projab-$name-$round $bin bench --backend cuda --op projection --pdl on --no-baseline ${PROJ_ARGS:-} --json "$OUT/projab-$name-$round.json"
     done
     step projab-new-$round $B/mhc bench --backend cuda --op projection --pdl on $([ $round = 1 ] || echo --no-baseline) ${PROJ_ARGS:-} --json "$OUT/projab-new-$round.json"
@@ -197,11 +197,11 @@ if [[ " $STEPS " == *" seamab "* ]]; then  # explicit only (needs AB_BIN)
   # ".gpu/mhc-prev") and this bundle's, alternating in AB_ROUNDS rounds (default 2), PDL on, no
   # baselines, at each H of AB_H (default 5120 4096 7168) and the tokens of AB_T (a default sweep
   # at H = 5120, fewer at the others; AB_OP another op, e.g. seam-v4). JSON:
-  # seamab-<name>-h<H>-r<round>; the table:
-  # `scripts/bench-tables.py seamab DIR BASE_NAME`.
+  # seamab-<name>-h<H>-r<round> (with AB_OP: seamab-op_<op>-<name>-...); the table:
+  # `scripts/bench-tables.py seamab DIR BASE_NAME [OP]`.
   for round in $(seq 1 ${AB_ROUNDS:-2}); do
     for bin in ${AB_BIN:?AB_BIN} $B/mhc; do
-      name=$(basename "$bin")
+      name=${AB_OP:+op_$AB_OP-}$(basename "$bin")
       for h in ${AB_H:-5120 4096 7168}; do
         ts=${AB_T:-$([ $h = 5120 ] && echo 1,2,4,8,16,32,64,128,256,512,2048,8192,16384 || echo 1,16,128,2048)}
         step seamab-$name-h$h-r$round $bin bench --backend cuda --hidden $h --op ${AB_OP:-seam} --tokens $ts --no-baseline --no-eager --pdl on --json "$OUT/seamab-$name-h$h-r$round.json"

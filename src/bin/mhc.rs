@@ -306,6 +306,7 @@ struct KernelsArgs {
     json: Option<PathBuf>,
     /// Compile the instrumented kernels of `mhc bench --timeline` (MHC_TIMELINE) instead, which
     /// also fills the kernel cache for them (MHC_CACHE_DIR), e.g. to carry it to a GPU machine.
+    /// Their spills are reported but do not fail the command (a measuring build).
     #[arg(long)]
     timeline: bool,
 }
@@ -783,7 +784,9 @@ fn cmd_kernels(a: KernelsArgs) -> Result<bool> {
             match rep.iter().find(|r| r.name == *f) {
                 Some(r) => {
                     let spill = r.spill_stores + r.spill_loads > 0;
-                    ok &= !spill;
+                    // The instrumented build may spill (its stamps take registers): it measures,
+                    // it does not serve; its spills are shown, not failed.
+                    ok &= !spill || a.timeline;
                     println!(
                         "{:<24} {:>5} {:>6} {:>8} {:>8} {:>7}{}",
                         r.name,
@@ -808,7 +811,9 @@ fn cmd_kernels(a: KernelsArgs) -> Result<bool> {
     }
     println!(
         "{}",
-        if ok {
+        if ok && a.timeline {
+            "all kernels compile (instrumented: spills shown, not failed)"
+        } else if ok {
             "all kernels compile without spills"
         } else {
             "FAILED"
