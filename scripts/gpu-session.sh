@@ -186,7 +186,7 @@ if [[ " $STEPS " == *" projab "* ]]; then  # explicit only (needs AB_BIN)
   # PDL on, shapes from PROJ_ARGS; cuBLAS once as the run's reference. JSON: projab-<name>-<round>.
   for round in $(seq 1 ${AB_ROUNDS:-2}); do
     for bin in ${AB_BIN:?AB_BIN}; do
-      name=${AB_OP:+op_$AB_OP-}$(basename "$bin")
+      name=$(basename "$bin")
       step projab-$name-$round $bin bench --backend cuda --op projection --pdl on --no-baseline ${PROJ_ARGS:-} --json "$OUT/projab-$name-$round.json"
     done
     step projab-new-$round $B/mhc bench --backend cuda --op projection --pdl on $([ $round = 1 ] || echo --no-baseline) ${PROJ_ARGS:-} --json "$OUT/projab-new-$round.json"
