@@ -1505,7 +1505,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   __shared__ float s_rinv[TT];          // the norm's factor per row, from the row's block
   __shared__ float s_m[MAXOWN][NM];     // per row finished here (index o)
   __shared__ float4 s_nw[CL_WARPS * CHUNK / 4];  // the norm weight of the block's chunks
-  __shared__ double s_ssg[MAXOWN];      // the same
+  __shared__ float s_grinv[MAXOWN];     // the gates' RMS factor per row finished here
   __shared__ unsigned long long s_fnbar;   // fn's bulk copies
   __shared__ unsigned long long s_redbar;  // the other blocks' stores of leaves and sums
   __shared__ unsigned long long s_nbar;    // the norm's factors from the rows' blocks
@@ -1716,15 +1716,17 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   mbar_wait_cluster(&s_redbar, 0);
   if (rank == 0) STAMP(p.timeline, 8);
 
-  // Per row finished here: its leaves in groups of CL_GROUP (the lower levels of the tree; mix
-  // NM: the gate sums of squares, f64, in leaf order). Loads before adds.
+  // Per row finished here: its leaves in groups of CL_GROUP (the lower levels of the tree; the
+  // gate sums of squares, f64, in leaf order). Loads before adds. The f32 items (mix, group) go
+  // to the block's threads from the first up, the f64 items (group) from the last down, so no
+  // warp runs both branches where they fit one pass (PERF_NOTES attempt 76).
   // Consecutive threads take consecutive mixes of a group: their loads hit consecutive banks.
   // gss and gsum overwrite fn: every warp of the block passed the __syncthreads above after its
   // projection.
-  const int per_o = (NM + 1) * ngrp_used;
-  for (int i = tid; i < own * per_o; i += blockDim.x) {
-    const int o = i / per_o, gi = (i % per_o) / (NM + 1), mix = i % (NM + 1);
-    if (mix < NM) {
+  {
+    const int per_o = NM * ngrp_used;
+    for (int i = tid; i < own * per_o; i += blockDim.x) {
+      const int o = i / per_o, gi = (i % per_o) / NM, mix = i % NM;
       const float* src = leaves + (size_t)o * chunks * NM + mix;
       float v[CL_GROUP];
 #pragma unroll
@@ -1734,7 +1736,9 @@ __device__ void seam_cluster_body(const FusedParams& p) {
         v[l] = c < chunks ? x : 0.0f;
       }
       gsum[(o * ngrp + gi) * NM + mix] = pairwise(v);
-    } else {
+    }
+    for (int i = (int)blockDim.x - 1 - tid; i < own * ngrp_used; i += blockDim.x) {
+      const int o = i / ngrp_used, gi = i % ngrp_used;
       double v[CL_GROUP];
 #pragma unroll
       for (int l = 0; l < CL_GROUP; ++l) {
@@ -1748,21 +1752,22 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   __syncthreads();
   if (rank == 0) STAMP(p.timeline, 9);
   // The upper levels of the tree, over the groups (pairwise, ngrp a power of two; the padding
-  // groups' sums are zeros, as their leaves').
-  for (int i = tid; i < own * (NM + 1); i += blockDim.x) {
-    const int o = i / (NM + 1), mix = i % (NM + 1);
-    if (mix < NM) {
-      const float* gs = gsum + o * ngrp * NM + mix;
-      float v[CL_MAXGRP];
+  // groups' sums are zeros, as their leaves'). The f32 items from the first thread up, the f64
+  // items from the last down; the thread that sums a row's gate sums of squares also forms its
+  // RMS factor, so the gate warp does not wait on the f64 division.
+  for (int i = tid; i < own * NM; i += blockDim.x) {
+    const int o = i / NM, mix = i % NM;
+    const float* gs = gsum + o * ngrp * NM + mix;
+    float v[CL_MAXGRP];
 #pragma unroll
-      for (int l = 0; l < CL_MAXGRP; ++l) v[l] = l < ngrp_used ? gs[l * NM] : 0.0f;
-      s_m[o][mix] = pairwise(v, ngrp);
-    } else {
-      double v[CL_MAXGRP];
+    for (int l = 0; l < CL_MAXGRP; ++l) v[l] = l < ngrp_used ? gs[l * NM] : 0.0f;
+    s_m[o][mix] = pairwise(v, ngrp);
+  }
+  for (int o = (int)blockDim.x - 1 - tid; o < own; o += blockDim.x) {
+    double v[CL_MAXGRP];
 #pragma unroll
-      for (int l = 0; l < CL_MAXGRP; ++l) v[l] = l < ngrp_used ? gss[o * ngrp + l] : 0.0;
-      s_ssg[o] = pairwise(v, ngrp);
-    }
+    for (int l = 0; l < CL_MAXGRP; ++l) v[l] = l < ngrp_used ? gss[o * ngrp + l] : 0.0;
+    s_grinv[o] = rms_factor(pairwise(v, ngrp), NIN * p.H, p.rms_eps);
   }
   __syncthreads();
   if (rank == 0) STAMP(p.timeline, 10);
@@ -1777,7 +1782,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
       const bool stamp = rank == 0 && lane == 0 && o0 == 0;
       float pre_a, post_a, comb_a[4];
       if (stamp) STAMP_BY(p.timeline, 15);
-      gates4_quad(rms_factor(s_ssg[oo], NIN * p.H, p.rms_eps), s_m[oo], s_gw, p.hc_eps, p.post_mult, p.iters,
+      gates4_quad(s_grinv[oo], s_m[oo], s_gw, p.hc_eps, p.post_mult, p.iters,
                   pre_a, post_a, comb_a, stamp ? p.timeline : nullptr);
       if (o < own) {
         const int a = lane & 3;
