@@ -1717,57 +1717,73 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   if (rank == 0) STAMP(p.timeline, 8);
 
   // Per row finished here: its leaves in groups of CL_GROUP (the lower levels of the tree; the
-  // gate sums of squares, f64, in leaf order). Loads before adds. The f32 items (mix, group) go
-  // to the block's threads from the first up, the f64 items (group) from the last down, so no
-  // warp runs both branches where they fit one pass (PERF_NOTES attempt 76).
+  // gate sums of squares, f64, in leaf order), then the upper levels over the groups (pairwise,
+  // ngrp a power of two; the padding groups' sums are zeros, as their leaves'). Loads before adds.
   // Consecutive threads take consecutive mixes of a group: their loads hit consecutive banks.
   // gss and gsum overwrite fn: every warp of the block passed the __syncthreads above after its
-  // projection.
-  {
-    const int per_o = NM * ngrp_used;
-    for (int i = tid; i < own * per_o; i += blockDim.x) {
-      const int o = i / per_o, gi = (i % per_o) / NM, mix = i % NM;
-      const float* src = leaves + (size_t)o * chunks * NM + mix;
-      float v[CL_GROUP];
+  // projection. The thread that sums a row's gate sums of squares also forms the gates' RMS
+  // factor, so the gate warp does not wait on its f64 division.
+  // Tiles of up to 16 tokens (MT = 1): the f32 items from the block's first thread up, the f64
+  // items from its last down, so no warp runs both branches where they fit one pass. Tiles of 32
+  // keep the items interleaved (the f64 item last of each row's group): the split order measured
+  // 2 % slower there (PERF_NOTES attempt 76).
+  auto leaf_f32 = [&](int o, int gi, int mix) {
+    const float* src = leaves + (size_t)o * chunks * NM + mix;
+    float v[CL_GROUP];
 #pragma unroll
-      for (int l = 0; l < CL_GROUP; ++l) {
-        const int c = gi * CL_GROUP + l;
-        const float x = src[(size_t)min(c, chunks - 1) * NM];
-        v[l] = c < chunks ? x : 0.0f;
-      }
-      gsum[(o * ngrp + gi) * NM + mix] = pairwise(v);
+    for (int l = 0; l < CL_GROUP; ++l) {
+      const int c = gi * CL_GROUP + l;
+      const float x = src[(size_t)min(c, chunks - 1) * NM];
+      v[l] = c < chunks ? x : 0.0f;
     }
-    for (int i = (int)blockDim.x - 1 - tid; i < own * ngrp_used; i += blockDim.x) {
-      const int o = i / ngrp_used, gi = i % ngrp_used;
-      double v[CL_GROUP];
+    gsum[(o * ngrp + gi) * NM + mix] = pairwise(v);
+  };
+  auto leaf_f64 = [&](int o, int gi) {
+    double v[CL_GROUP];
 #pragma unroll
-      for (int l = 0; l < CL_GROUP; ++l) {
-        const int c = gi * CL_GROUP + l;
-        const double x = lss[o * chunks + min(c, chunks - 1)];
-        v[l] = c < chunks ? x : 0.0;
-      }
-      gss[o * ngrp + gi] = pairwise(v);
+    for (int l = 0; l < CL_GROUP; ++l) {
+      const int c = gi * CL_GROUP + l;
+      const double x = lss[o * chunks + min(c, chunks - 1)];
+      v[l] = c < chunks ? x : 0.0;
     }
-  }
-  __syncthreads();
-  if (rank == 0) STAMP(p.timeline, 9);
-  // The upper levels of the tree, over the groups (pairwise, ngrp a power of two; the padding
-  // groups' sums are zeros, as their leaves'). The f32 items from the first thread up, the f64
-  // items from the last down; the thread that sums a row's gate sums of squares also forms its
-  // RMS factor, so the gate warp does not wait on the f64 division.
-  for (int i = tid; i < own * NM; i += blockDim.x) {
-    const int o = i / NM, mix = i % NM;
+    gss[o * ngrp + gi] = pairwise(v);
+  };
+  auto upper_f32 = [&](int o, int mix) {
     const float* gs = gsum + o * ngrp * NM + mix;
     float v[CL_MAXGRP];
 #pragma unroll
     for (int l = 0; l < CL_MAXGRP; ++l) v[l] = l < ngrp_used ? gs[l * NM] : 0.0f;
     s_m[o][mix] = pairwise(v, ngrp);
-  }
-  for (int o = (int)blockDim.x - 1 - tid; o < own; o += blockDim.x) {
+  };
+  auto upper_f64 = [&](int o) {
     double v[CL_MAXGRP];
 #pragma unroll
     for (int l = 0; l < CL_MAXGRP; ++l) v[l] = l < ngrp_used ? gss[o * ngrp + l] : 0.0;
     s_grinv[o] = rms_factor(pairwise(v, ngrp), NIN * p.H, p.rms_eps);
+  };
+  const int nthr = (int)blockDim.x;
+  if (MT == 1) {
+    for (int i = tid; i < own * ngrp_used * NM; i += nthr) leaf_f32(i / (ngrp_used * NM), i / NM % ngrp_used, i % NM);
+    for (int i = nthr - 1 - tid; i < own * ngrp_used; i += nthr) leaf_f64(i / ngrp_used, i % ngrp_used);
+  } else {
+    const int per_o = (NM + 1) * ngrp_used;
+    for (int i = tid; i < own * per_o; i += nthr) {
+      const int o = i / per_o, gi = (i % per_o) / (NM + 1), mix = i % (NM + 1);
+      if (mix < NM) leaf_f32(o, gi, mix);
+      else leaf_f64(o, gi);
+    }
+  }
+  __syncthreads();
+  if (rank == 0) STAMP(p.timeline, 9);
+  if (MT == 1) {
+    for (int i = tid; i < own * NM; i += nthr) upper_f32(i / NM, i % NM);
+    for (int o = nthr - 1 - tid; o < own; o += nthr) upper_f64(o);
+  } else {
+    for (int i = tid; i < own * (NM + 1); i += nthr) {
+      const int o = i / (NM + 1), mix = i % (NM + 1);
+      if (mix < NM) upper_f32(o, mix);
+      else upper_f64(o);
+    }
   }
   __syncthreads();
   if (rank == 0) STAMP(p.timeline, 10);
