@@ -1505,7 +1505,8 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   __shared__ float s_rinv[TT];          // the norm's factor per row, from the row's block
   __shared__ float s_m[MAXOWN][NM];     // per row finished here (index o)
   __shared__ float4 s_nw[CL_WARPS * CHUNK / 4];  // the norm weight of the block's chunks
-  __shared__ float s_grinv[MAXOWN];     // the gates' RMS factor per row finished here
+  __shared__ float s_grinv[MAXOWN];     // the gates' RMS factor per row finished here (MT = 1)
+  __shared__ double s_ssg[MAXOWN];      // the gates' sum of squares per row finished here (MT = 2)
   __shared__ unsigned long long s_fnbar;   // fn's bulk copies
   __shared__ unsigned long long s_redbar;  // the other blocks' stores of leaves and sums
   __shared__ unsigned long long s_nbar;    // the norm's factors from the rows' blocks
@@ -1721,30 +1722,44 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   // ngrp a power of two; the padding groups' sums are zeros, as their leaves'). Loads before adds.
   // Consecutive threads take consecutive mixes of a group: their loads hit consecutive banks.
   // gss and gsum overwrite fn: every warp of the block passed the __syncthreads above after its
-  // projection. The thread that sums a row's gate sums of squares also forms the gates' RMS
-  // factor, so the gate warp does not wait on its f64 division.
+  // projection.
   // Tiles of up to 16 tokens (MT = 1): the f32 items from the block's first thread up, the f64
-  // items from its last down, so no warp runs both branches where they fit one pass. Tiles of 32
-  // keep the items interleaved (the f64 item last of each row's group): the split order measured
-  // 2 % slower there (PERF_NOTES attempt 76).
+  // items from its last down, so no warp runs both branches where they fit one pass, and the
+  // thread that sums a row's gate sums of squares also forms the gates' RMS factor (off the gate
+  // warp's path after the barrier). Tiles of 32 keep the items interleaved (the f64 item last of
+  // each row's group) and the factor in the gate warp: both changes measured 2-5 % slower there
+  // (PERF_NOTES attempt 76).
+  // A full group's leaves load from one base address with constant offsets (no per-leaf index
+  // arithmetic); only a last group cut short by H needs the clamp and the zeros.
   auto leaf_f32 = [&](int o, int gi, int mix) {
-    const float* src = leaves + (size_t)o * chunks * NM + mix;
+    const float* src = leaves + ((size_t)o * chunks + gi * CL_GROUP) * NM + mix;
+    const int n = chunks - gi * CL_GROUP;
     float v[CL_GROUP];
+    if (n >= CL_GROUP) {
 #pragma unroll
-    for (int l = 0; l < CL_GROUP; ++l) {
-      const int c = gi * CL_GROUP + l;
-      const float x = src[(size_t)min(c, chunks - 1) * NM];
-      v[l] = c < chunks ? x : 0.0f;
+      for (int l = 0; l < CL_GROUP; ++l) v[l] = src[l * NM];
+    } else {
+#pragma unroll
+      for (int l = 0; l < CL_GROUP; ++l) {
+        const float x = src[min(l, n - 1) * NM];
+        v[l] = l < n ? x : 0.0f;
+      }
     }
     gsum[(o * ngrp + gi) * NM + mix] = pairwise(v);
   };
   auto leaf_f64 = [&](int o, int gi) {
+    const double* src = lss + o * chunks + gi * CL_GROUP;
+    const int n = chunks - gi * CL_GROUP;
     double v[CL_GROUP];
+    if (n >= CL_GROUP) {
 #pragma unroll
-    for (int l = 0; l < CL_GROUP; ++l) {
-      const int c = gi * CL_GROUP + l;
-      const double x = lss[o * chunks + min(c, chunks - 1)];
-      v[l] = c < chunks ? x : 0.0;
+      for (int l = 0; l < CL_GROUP; ++l) v[l] = src[l];
+    } else {
+#pragma unroll
+      for (int l = 0; l < CL_GROUP; ++l) {
+        const double x = src[min(l, n - 1)];
+        v[l] = l < n ? x : 0.0;
+      }
     }
     gss[o * ngrp + gi] = pairwise(v);
   };
@@ -1759,16 +1774,33 @@ __device__ void seam_cluster_body(const FusedParams& p) {
     double v[CL_MAXGRP];
 #pragma unroll
     for (int l = 0; l < CL_MAXGRP; ++l) v[l] = l < ngrp_used ? gss[o * ngrp + l] : 0.0;
-    s_grinv[o] = rms_factor(pairwise(v, ngrp), NIN * p.H, p.rms_eps);
+    const double ss = pairwise(v, ngrp);
+    if (MT == 1) s_grinv[o] = rms_factor(ss, NIN * p.H, p.rms_eps);
+    else s_ssg[o] = ss;
+  };
+  // Item i of `per` items a row: its row (a block finishes few rows: subtraction, not division).
+  auto row_of = [](int i, int per, int& j) {
+    int o = 0;
+    for (j = i; j >= per; j -= per) ++o;
+    return o;
   };
   const int nthr = (int)blockDim.x;
   if (MT == 1) {
-    for (int i = tid; i < own * ngrp_used * NM; i += nthr) leaf_f32(i / (ngrp_used * NM), i / NM % ngrp_used, i % NM);
-    for (int i = nthr - 1 - tid; i < own * ngrp_used; i += nthr) leaf_f64(i / ngrp_used, i % ngrp_used);
+    for (int i = tid; i < own * ngrp_used * NM; i += nthr) {
+      int j;
+      const int o = row_of(i, ngrp_used * NM, j);
+      leaf_f32(o, j / NM, j % NM);
+    }
+    for (int i = nthr - 1 - tid; i < own * ngrp_used; i += nthr) {
+      int j;
+      const int o = row_of(i, ngrp_used, j);
+      leaf_f64(o, j);
+    }
   } else {
-    const int per_o = (NM + 1) * ngrp_used;
-    for (int i = tid; i < own * per_o; i += nthr) {
-      const int o = i / per_o, gi = (i % per_o) / (NM + 1), mix = i % (NM + 1);
+    for (int i = tid; i < own * (NM + 1) * ngrp_used; i += nthr) {
+      int j;
+      const int o = row_of(i, (NM + 1) * ngrp_used, j);
+      const int gi = j / (NM + 1), mix = j % (NM + 1);
       if (mix < NM) leaf_f32(o, gi, mix);
       else leaf_f64(o, gi);
     }
@@ -1776,7 +1808,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   __syncthreads();
   if (rank == 0) STAMP(p.timeline, 9);
   if (MT == 1) {
-    for (int i = tid; i < own * NM; i += nthr) upper_f32(i / NM, i % NM);
+    for (int i = tid; i < own * NM; i += nthr) upper_f32(i / NM, i % NM);  // NM: a constant
     for (int o = nthr - 1 - tid; o < own; o += nthr) upper_f64(o);
   } else {
     for (int i = tid; i < own * (NM + 1); i += nthr) {
@@ -1798,7 +1830,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
       const bool stamp = rank == 0 && lane == 0 && o0 == 0;
       float pre_a, post_a, comb_a[4];
       if (stamp) STAMP_BY(p.timeline, 15);
-      gates4_quad(s_grinv[oo], s_m[oo], s_gw, p.hc_eps, p.post_mult, p.iters,
+      gates4_quad(MT == 1 ? s_grinv[oo] : rms_factor(s_ssg[oo], NIN * p.H, p.rms_eps), s_m[oo], s_gw, p.hc_eps, p.post_mult, p.iters,
                   pre_a, post_a, comb_a, stamp ? p.timeline : nullptr);
       if (o < own) {
         const int a = lane & 3;
