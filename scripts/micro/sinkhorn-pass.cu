@@ -1,0 +1,153 @@
+// Microbenchmark: cycles per Sinkhorn half-pass of the gates' fast path on one warp (each lane
+// holds one token's 4x4 matrix in registers, as gates4 / gates4_quad do), for variants of the
+// sums' association and of the reciprocals. Not part of the library: it measures the cost model
+// behind PERF_NOTES attempt 77. Build and run on the GPU machine:
+//   nvcc -O3 -arch=sm_90 -o /tmp/skb scripts/micro/sinkhorn-pass.cu && /tmp/skb
+#include <cstdio>
+#include <cstdlib>
+#include <cmath>
+
+__device__ __forceinline__ float rcpa(float x) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+// Newton from a magic-constant seed: 3 steps (rel. error ~1e-8 for normal x).
+__device__ __forceinline__ float rcpn(float x) {
+  float r = __int_as_float(0x7EF311C3 - __float_as_int(x));
+  r = r * fmaf(-x, r, 2.0f);
+  r = r * fmaf(-x, r, 2.0f);
+  r = r * fmaf(-x, r, 2.0f);
+  return r;
+}
+
+// V: 0 tree + 4 rcp (main), 1 fold (eps first) + 4 rcp, 2 tree + pair rcp, 3 fold + pair rcp,
+// 4 tree + one rcp (attempt 74), 5 fold + 2 rcp + 2 Newton, 6 fold eps last + 4 rcp.
+template <int V>
+__device__ __forceinline__ float sum4(float c0, float c1, float c2, float c3, float eps) {
+  if (V == 0 || V == 2 || V == 4) return (c0 + c1) + ((c2 + c3) + eps);
+  if (V == 6) return (((c0 + c1) + c2) + c3) + eps;
+  return (((c0 + c1) + eps) + c2) + c3;
+}
+template <int V>
+__device__ __forceinline__ void factors(const float s[4], float f[4]) {
+  if (V == 0 || V == 1 || V == 6) {
+    for (int a = 0; a < 4; ++a) f[a] = rcpa(s[a]);
+  } else if (V == 2 || V == 3) {
+    const float r01 = rcpa(s[0] * s[1]), r23 = rcpa(s[2] * s[3]);
+    f[0] = r01 * s[1]; f[1] = r01 * s[0]; f[2] = r23 * s[3]; f[3] = r23 * s[2];
+  } else if (V == 4) {
+    const float p01 = s[0] * s[1], p23 = s[2] * s[3];
+    const float r = rcpa(p01 * p23);
+    f[0] = r * (s[1] * p23); f[1] = r * (s[0] * p23); f[2] = r * (s[3] * p01); f[3] = r * (s[2] * p01);
+  } else {
+    f[0] = rcpa(s[0]); f[1] = rcpn(s[1]); f[2] = rcpa(s[2]); f[3] = rcpn(s[3]);
+  }
+}
+template <int V>
+__device__ __forceinline__ void pass(float c[16], bool rows, float eps) {
+  float s[4], f[4];
+  if (rows) {
+#pragma unroll
+    for (int a = 0; a < 4; ++a) s[a] = sum4<V>(c[4 * a], c[4 * a + 1], c[4 * a + 2], c[4 * a + 3], eps);
+    factors<V>(s, f);
+#pragma unroll
+    for (int a = 0; a < 4; ++a)
+#pragma unroll
+      for (int b = 0; b < 4; ++b) c[4 * a + b] *= f[a];
+  }
+#pragma unroll
+  for (int b = 0; b < 4; ++b) s[b] = sum4<V>(c[b], c[4 + b], c[8 + b], c[12 + b], eps);
+  factors<V>(s, f);
+#pragma unroll
+  for (int a = 0; a < 4; ++a)
+#pragma unroll
+    for (int b = 0; b < 4; ++b) c[4 * a + b] *= f[b];
+}
+
+template <int V>
+__global__ void bench(const float* in, float* out, int reps, long long* cyc, float eps) {
+  float c[16];
+  for (int i = 0; i < 16; ++i) c[i] = in[threadIdx.x * 16 + i];
+  __syncwarp();
+  long long t0 = clock64();
+  for (int r = 0; r < reps; ++r) {
+    pass<V>(c, false, eps);
+#pragma unroll 1
+    for (int it = 1; it < 20; ++it) pass<V>(c, true, eps);
+    // Perturb so the next repetition starts away from the fixed point (a dependent chain).
+    if (r + 1 < reps)
+#pragma unroll
+      for (int i = 0; i < 16; ++i) c[i] = c[i] + (float)(i + 1) * 0.0625f;
+  }
+  long long t1 = clock64();
+  for (int i = 0; i < 16; ++i) out[threadIdx.x * 16 + i] = c[i];
+  if (threadIdx.x == 0) *cyc = t1 - t0;
+}
+
+// f64 Sinkhorn in the reference's order, for the error of each variant after one call.
+static void ref(double c[16], double eps) {
+  for (int it = 0; it < 20; ++it) {
+    if (it > 0)
+      for (int a = 0; a < 4; ++a) {
+        double s = c[4 * a] + c[4 * a + 1] + c[4 * a + 2] + c[4 * a + 3] + eps;
+        for (int b = 0; b < 4; ++b) c[4 * a + b] /= s;
+      }
+    for (int b = 0; b < 4; ++b) {
+      double s = c[b] + c[4 + b] + c[8 + b] + c[12 + b] + eps;
+      for (int a = 0; a < 4; ++a) c[4 * a + b] /= s;
+    }
+  }
+}
+
+template <int V>
+static void run(const char* name, float* d_in, float* d_out, long long* d_cyc, const float* h_in) {
+  const int reps = 2000;
+  const float eps = 1e-6f;
+  bench<V><<<1, 32>>>(d_in, d_out, 10, d_cyc, eps);  // warm-up
+  long long best = -1;
+  for (int k = 0; k < 5; ++k) {
+    bench<V><<<1, 32>>>(d_in, d_out, reps, d_cyc, eps);
+    long long cyc;
+    cudaMemcpy(&cyc, d_cyc, sizeof cyc, cudaMemcpyDeviceToHost);
+    if (best < 0 || cyc < best) best = cyc;
+  }
+  // Accuracy: one call (reps = 1: no perturbation).
+  bench<V><<<1, 32>>>(d_in, d_out, 1, d_cyc, eps);
+  float h_out[32 * 16];
+  cudaMemcpy(h_out, d_out, sizeof h_out, cudaMemcpyDeviceToHost);
+  double maxerr = 0;
+  for (int l = 0; l < 32; ++l) {
+    double c[16];
+    for (int i = 0; i < 16; ++i) c[i] = h_in[l * 16 + i];
+    ref(c, eps);
+    for (int i = 0; i < 16; ++i) maxerr = fmax(maxerr, fabs(h_out[l * 16 + i] - c[i]));
+  }
+  printf("%-34s %7.1f cycles/half-pass   max |err| after one call %.2e\n", name, (double)best / (reps * 39.0),
+         maxerr);
+}
+
+int main() {
+  float h_in[32 * 16];
+  srand(7);
+  for (int l = 0; l < 32; ++l)
+    for (int a = 0; a < 4; ++a) {
+      float e[4], s = 0;
+      for (int b = 0; b < 4; ++b) { e[b] = expf(4.0f * ((float)rand() / RAND_MAX - 0.5f)); s += e[b]; }
+      for (int b = 0; b < 4; ++b) h_in[l * 16 + 4 * a + b] = e[b] / s + 1e-6f;
+    }
+  float *d_in, *d_out;
+  long long* d_cyc;
+  cudaMalloc(&d_in, sizeof h_in);
+  cudaMalloc(&d_out, sizeof h_in);
+  cudaMalloc(&d_cyc, sizeof(long long));
+  cudaMemcpy(d_in, h_in, sizeof h_in, cudaMemcpyHostToDevice);
+  run<0>("tree sums, 4 rcp (main)", d_in, d_out, d_cyc, h_in);
+  run<1>("sums in order, eps first, 4 rcp", d_in, d_out, d_cyc, h_in);
+  run<6>("sums in order, eps last, 4 rcp", d_in, d_out, d_cyc, h_in);
+  run<2>("tree sums, rcp of pairs", d_in, d_out, d_cyc, h_in);
+  run<3>("in order eps first, rcp of pairs", d_in, d_out, d_cyc, h_in);
+  run<4>("tree sums, one rcp (attempt 74)", d_in, d_out, d_cyc, h_in);
+  run<5>("in order eps first, 2 rcp + 2 Newton", d_in, d_out, d_cyc, h_in);
+  return 0;
+}
