@@ -326,15 +326,26 @@ __device__ __forceinline__ void gates4(const float m[24], const float* scale, co
 // are rinv * sm[c] (sm: the token's 24 dot products, in shared memory); gw: scale[3], base[24].
 // Returns this lane's share: pre[a], post[a] and comb's row a. Where any lane of the quad left the
 // fast path's range, every lane of the quad redoes the token with the IEEE functions.
+//
+// `pre_sink(pre_a)` is called once per lane with its final pre[a]: right after the sigmoid where
+// that was in the fast path's range (the IEEE recomputation gives the same bits there), so a
+// caller can send pre before the Sinkhorn; otherwise after the recomputation.
+struct NoPreSink {
+  __device__ void operator()(float) const {}
+};
+template <typename PreSink = NoPreSink>
 __device__ __forceinline__ void gates4_quad(float rinv, const float* sm, const float* gw, float hc_eps,
                                             float post_mult, int iters, float& pre_a, float& post_a,
-                                            float comb_a[4], u64* tl = nullptr) {
+                                            float comb_a[4], u64* tl = nullptr,
+                                            const PreSink& pre_sink = PreSink()) {
   const int lane = lane_id(), a = lane & 3, q0 = lane & ~3;
   const float s0 = gw[0], s1 = gw[1], s2 = gw[2];
   const float* base = gw + 3;
   bool slow = false;
   const float mp = rinv * sm[a], mq = rinv * sm[4 + a];
   pre_a = sigmoid_rn<true>(mp * s0 + base[a], slow) + hc_eps;
+  const bool pre_final = !slow;
+  if (pre_final) pre_sink(pre_a);
   post_a = sigmoid_rn<true>(mq * s1 + base[4 + a], slow) * post_mult;
   float c[4];
 #pragma unroll
@@ -373,6 +384,7 @@ __device__ __forceinline__ void gates4_quad(float rinv, const float* sm, const f
     }
     if (tl) STAMP_BY(tl, 18);
   }
+  if (!pre_final) pre_sink(pre_a);
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
     if (r == a) {

@@ -1830,17 +1830,20 @@ __device__ void seam_cluster_body(const FusedParams& p) {
       const bool stamp = rank == 0 && lane == 0 && o0 == 0;
       float pre_a, post_a, comb_a[4];
       if (stamp) STAMP_BY(p.timeline, 15);
-      gates4_quad(MT == 1 ? s_grinv[oo] : rms_factor(s_ssg[oo], NIN * p.H, p.rms_eps), s_m[oo], s_gw, p.hc_eps, p.post_mult, p.iters,
-                  pre_a, post_a, comb_a, stamp ? p.timeline : nullptr);
-      if (o < own) {
-        const int a = lane & 3;
-        if (!CARRIED) {
-          // This seam's pre of the row, to every block of the cluster (their collapse waits
-          // for it).
+      // V4: this seam's pre of the row, to every block of the cluster (their collapse waits for
+      // it), sent as soon as it is final: before the Sinkhorn, which the collapse and its norm
+      // round then overlap (PERF_NOTES attempt 79).
+      auto send_pre = [&](float pre) {
+        if (!CARRIED && o < own) {
           const int r = rank + oo * CL;
           for (int b = 0; b < CL; ++b)
-            st_async_f32(cluster_map(&s_pre[r][a], (u32)b), pre_a, cluster_map(&s_pbar, (u32)b));
+            st_async_f32(cluster_map(&s_pre[r][lane & 3], (u32)b), pre, cluster_map(&s_pbar, (u32)b));
         }
+      };
+      gates4_quad(MT == 1 ? s_grinv[oo] : rms_factor(s_ssg[oo], NIN * p.H, p.rms_eps), s_m[oo], s_gw, p.hc_eps,
+                  p.post_mult, p.iters, pre_a, post_a, comb_a, stamp ? p.timeline : nullptr, send_pre);
+      if (o < own) {
+        const int a = lane & 3;
         p.pre_out[tok * 4 + a] = pre_a;
         p.post_out[tok * 4 + a] = post_a;
 #pragma unroll
