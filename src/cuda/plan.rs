@@ -391,7 +391,9 @@ pub fn small_tile_tokens(t: usize, active: u32) -> Option<usize> {
 /// the H200) its clusters of 16 tokens run in waves; measured on the H200 at H = 5120
 /// (PERF_NOTES.md attempt 52), with and without PDL: two waves (T = 128-224) -52 to -54 %, three
 /// (T = 256) -37 %, four (T = 384) even, five (T = 512) +8 % against the tile kernel. (The V4.1
-/// seam, whose tile kernel parks its collapse before the gates, does not gain from waves.)
+/// seam, whose tile kernel parks its collapse before the gates, does not gain from waves.) Those
+/// were measured before attempt 79 made the cluster kernel 10-14 % faster; four waves may pay now
+/// (not measured).
 pub const COLLAPSE_AFTER_GATES_WAVES: u32 = 3;
 
 /// `MHC_PREPARED_FN`: 0 makes the engine ignore prepared fn (default 1).

@@ -1449,8 +1449,8 @@ SEAM_STREAM_KERNEL(mhc_seam_v4_st, 0)
 // elementwise phase with lanes by channels (ewc_compute), the same bits.
 //
 // CARRIED = 0 (the V4 seam, the _v4 kernels): the collapse takes this seam's own
-// pre, so it waits for the gates. The rows' blocks send their rows' pre to every block (a cluster
-// round on s_pbar); each chunk warp then forms the collapse from r' (or r) still in registers,
+// pre, so it waits for the gates' sigmoids. The rows' blocks send their rows' pre to every block
+// as soon as it is final, before the Sinkhorn (a cluster round on s_pbar); each chunk warp then forms the collapse from r' (or r) still in registers,
 // in the tile kernel finisher's order (the same bits), and sends its norm leaves to the rows'
 // blocks (s_lbar), whose factors come back on s_nbar as for the carried ops.
 template <int PM, int NIN, bool PREP, int MT, int CPL = 0, int CARRIED = 1>
