@@ -176,6 +176,46 @@ fn gate_quads_give_the_tile_kernels_bits_for_any_eps() {
     }
 }
 
+/// The V4 seam's cluster kernels send each lane's pre to every block before the Sinkhorn where it
+/// is final, and after the IEEE recomputation where its sigmoid left the fast path's range
+/// (gates4_quad's pre sink). Two of pre's logits pushed far below zero take the second way: at
+/// base -120 the fast reciprocal of 1 + exp(120) = inf gives NaN, so a pre sent too early would
+/// poison the collapse. Both ways must give the tile kernel's bits, in one wave of clusters and in
+/// two.
+#[test]
+fn v4_cluster_pre_sent_early_or_after_the_redo_gives_the_tile_kernels_bits() {
+    use mhc::tensor::TensorData;
+    gpu!(e, PathChoice::Fused);
+    if !has_clusters(&e) {
+        return;
+    }
+    let c = cfg(4, 5120);
+    for t in [1, 7, 33, 200] {
+        let spec = InputSpec {
+            op: Op::SeamV4,
+            t,
+            norm: true,
+            proj_nk: (0, 0),
+        };
+        let mut m = synth::inputs(&c, &spec, 40 + t as u64);
+        match m.get_mut("base").map(|b| &mut b.data) {
+            Some(TensorData::F32(b)) => {
+                b[0] = -120.0;
+                b[3] = -87.5;
+            }
+            _ => panic!("no f32 base in the V4 seam's inputs"),
+        }
+        let args = OpArgs::from_map(Op::SeamV4, &c, &m, false).unwrap();
+        let want = tile_kernel_outputs(&e, &args);
+        e.set_cluster_override(Some(16));
+        let (got, route) = e.execute(&args).unwrap();
+        e.set_cluster_override(None);
+        let k = route.kernels.join(",");
+        assert!(k.starts_with("mhc_seam_v4_cl"), "T={t}: {k}");
+        assert!(got == want, "T={t} {k} differs from the tile kernel");
+    }
+}
+
 #[test]
 fn unfused_every_op() {
     gpu!(e, PathChoice::Unfused);
