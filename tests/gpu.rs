@@ -341,13 +341,36 @@ fn the_cluster_kernel_serves_small_t() {
     // tiles of 32) in up to three waves of seven clusters (plan.rs,
     // COLLAPSE_AFTER_GATES_WAVES), then the tile kernel.
     let kernel_v4 = |t: usize| kernels_of(Op::SeamV4, t);
-    let v4 = or_tile("mhc_seam_v4_clp", "mhc_seam_v4");
-    assert_eq!(kernel_v4(1), v4);
-    assert_eq!(kernel_v4(16), v4);
-    assert_eq!(kernel_v4(112), v4);
-    assert_eq!(kernel_v4(113), v4);
-    assert_eq!(kernel_v4(336), v4);
-    assert_eq!(kernel_v4(337), "mhc_seam_v4,mhc_seam_v4 (tails)");
+    // The tile kernel: one launch up to T = 256, then the tiles and their tails.
+    let tile_v4 = |t: usize| {
+        if t <= 256 {
+            "mhc_seam_v4"
+        } else {
+            "mhc_seam_v4,mhc_seam_v4 (tails)"
+        }
+    };
+    let v4 = |t: usize| {
+        if clusters {
+            "mhc_seam_v4_clp"
+        } else {
+            tile_v4(t)
+        }
+    };
+    for t in [1, 16, 112, 113, 336] {
+        assert_eq!(kernel_v4(t), v4(t), "V4 T={t}");
+    }
+    assert_eq!(kernel_v4(337), tile_v4(337));
+    // Forced waves (set_cluster_waves / MHC_CLUSTER_WAVES): four waves take T = 337-448, one
+    // wave T <= 112.
+    e.set_cluster_waves(Some(4));
+    assert_eq!(kernel_v4(337), v4(337));
+    assert_eq!(kernel_v4(448), v4(448));
+    assert_eq!(kernel_v4(449), tile_v4(449));
+    e.set_cluster_waves(Some(1));
+    assert_eq!(kernel_v4(112), v4(112));
+    assert_eq!(kernel_v4(113), tile_v4(113));
+    e.set_cluster_waves(None);
+    assert_eq!(kernel_v4(337), tile_v4(337));
     e.set_use_prepared_fn(false);
     assert_eq!(kernel(1), or_tile("mhc_seam_cl_ch1", "mhc_seam"));
     assert_eq!(kernel(128), or_tile("mhc_seam_cl2", "mhc_seam"));

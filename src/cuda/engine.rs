@@ -305,6 +305,10 @@ pub struct CudaEngine {
     /// Blocks a tile's tails take, where forced (`set_tail_parts`; `MHC_TAIL_PARTS` at start);
     /// `None`: `plan::tail_parts`.
     tail_parts: std::cell::Cell<Option<u32>>,
+    /// Waves of clusters an op that forms its collapse after the gates may take, where forced
+    /// (`set_cluster_waves`; `MHC_CLUSTER_WAVES` at start); `None`:
+    /// `plan::COLLAPSE_AFTER_GATES_WAVES`.
+    cluster_waves: std::cell::Cell<Option<u32>>,
     env_proj_plan: Option<plan::ProjOverride>,
     instrumented: bool,
     timeline: RefCell<Timeline>,
@@ -416,6 +420,7 @@ impl CudaEngine {
             spread: std::cell::Cell::new(plan::cluster_spread_setting()?),
             stream: std::cell::Cell::new(plan::stream_setting()?.unwrap_or(true)),
             tail_parts: std::cell::Cell::new(plan::tail_parts_override()?),
+            cluster_waves: std::cell::Cell::new(plan::cluster_waves_override()?),
             env_proj_plan: plan::projection_override()?,
             instrumented: opts.timeline,
             timeline: RefCell::new(Timeline::default()),
@@ -442,6 +447,14 @@ impl CudaEngine {
     /// `MHC_TAIL_PARTS`); `None` restores it. Every count gives the same bits.
     pub fn set_tail_parts(&self, n: Option<u32>) {
         self.tail_parts.set(n.map(|n| n.max(1)));
+    }
+
+    /// Forces the waves of clusters the cluster kernel may take for an op that forms its collapse
+    /// after the gates (the V4 seam; `Some(n)`, n >= 1) instead of
+    /// `plan::COLLAPSE_AFTER_GATES_WAVES` (and of `MHC_CLUSTER_WAVES`); `None` restores it. Every
+    /// count gives the same bits.
+    pub fn set_cluster_waves(&self, n: Option<u32>) {
+        self.cluster_waves.set(n.map(|n| n.max(1)));
     }
 
     /// Blocks a tile's tails take in a two-launch plan of `tiles` tiles at hidden size `h`, for
@@ -720,7 +733,9 @@ impl CudaEngine {
                             // the collapse after the gates, in up to COLLAPSE_AFTER_GATES_WAVES
                             // waves of clusters; else only in one wave.
                             let waves = if collapse_after_gates(op) {
-                                plan::COLLAPSE_AFTER_GATES_WAVES
+                                self.cluster_waves
+                                    .get()
+                                    .unwrap_or(plan::COLLAPSE_AFTER_GATES_WAVES)
                             } else {
                                 1
                             };

@@ -396,6 +396,13 @@ pub fn small_tile_tokens(t: usize, active: u32) -> Option<usize> {
 /// (not measured).
 pub const COLLAPSE_AFTER_GATES_WAVES: u32 = 3;
 
+/// `MHC_CLUSTER_WAVES=n`, if set: the waves of clusters the cluster kernel may take for an op that
+/// forms its collapse after the gates, instead of `COLLAPSE_AFTER_GATES_WAVES` (n >= 1; the engine
+/// reads it once, when it is created). Every count gives the same bits.
+pub fn cluster_waves_override() -> Result<Option<u32>> {
+    Ok(env_numbers("MHC_CLUSTER_WAVES", "a wave count >= 1", &[1])?.map(|v| v[0].max(1)))
+}
+
 /// `MHC_PREPARED_FN`: 0 makes the engine ignore prepared fn (default 1).
 pub fn prepared_fn_setting() -> Result<bool> {
     Ok(env_numbers("MHC_PREPARED_FN", "0 or 1", &[1])?.is_none_or(|v| v[0] != 0))
