@@ -1448,11 +1448,12 @@ SEAM_STREAM_KERNEL(mhc_seam_v4_st, 0)
 // CPL > 0 (the _ch variants, the seam in tiles of at most CPL = 1, 2 or 4 tokens): the
 // elementwise phase with lanes by channels (ewc_compute), the same bits.
 //
-// CARRIED = 0 (the V4 seam, the _v4 kernels): the collapse takes this seam's own
-// pre, so it waits for the gates' sigmoids. The rows' blocks send their rows' pre to every block
-// as soon as it is final, before the Sinkhorn (a cluster round on s_pbar); each chunk warp then forms the collapse from r' (or r) still in registers,
-// in the tile kernel finisher's order (the same bits), and sends its norm leaves to the rows'
-// blocks (s_lbar), whose factors come back on s_nbar as for the carried ops.
+// CARRIED = 0 (the V4 seam, the _v4 kernels): the collapse takes this seam's own pre, so it
+// waits for the gates' sigmoids. The rows' blocks send their rows' pre to every block as soon as
+// it is final, before the Sinkhorn (a cluster round on s_pbar); each chunk warp then forms the
+// collapse from r' (or r) still in registers, in the tile kernel finisher's order (the same
+// bits), and sends its norm leaves to the rows' blocks (s_lbar), whose factors come back on
+// s_nbar as for the carried ops.
 template <int PM, int NIN, bool PREP, int MT, int CPL = 0, int CARRIED = 1>
 __device__ void seam_cluster_body(const FusedParams& p) {
   constexpr int NMIX = 24;
@@ -1808,7 +1809,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   __syncthreads();
   if (rank == 0) STAMP(p.timeline, 9);
   if (MT == 1) {
-    for (int i = tid; i < own * NM; i += nthr) upper_f32(i / NM, i % NM);  // NM: a constant
+    for (int i = tid; i < own * NM; i += nthr) upper_f32(i / NM, i % NM);  // (NM constant)
     for (int o = nthr - 1 - tid; o < own; o += nthr) upper_f64(o);
   } else {
     for (int i = tid; i < own * (NM + 1); i += nthr) {
