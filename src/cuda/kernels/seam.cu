@@ -1764,18 +1764,21 @@ __device__ void seam_cluster_body(const FusedParams& p) {
     }
     gss[o * ngrp + gi] = pairwise(v);
   };
-  auto upper_f32 = [&](int o, int mix) {
+  // The upper levels over ng groups (ngrp): called with the literal 8 or 16 where ngrp is that
+  // (H = 4096, 5120, 7168), so that once inlined an item loads and adds only ng values instead of
+  // CL_MAXGRP loads and the adds of a tree cut at run time; the same tree, so the same bits.
+  auto upper_f32 = [&](int o, int mix, int ng) {
     const float* gs = gsum + o * ngrp * NM + mix;
     float v[CL_MAXGRP];
 #pragma unroll
-    for (int l = 0; l < CL_MAXGRP; ++l) v[l] = l < ngrp_used ? gs[l * NM] : 0.0f;
-    s_m[o][mix] = pairwise(v, ngrp);
+    for (int l = 0; l < CL_MAXGRP; ++l) v[l] = l < ng && l < ngrp_used ? gs[l * NM] : 0.0f;
+    s_m[o][mix] = pairwise(v, ng);
   };
-  auto upper_f64 = [&](int o) {
+  auto upper_f64 = [&](int o, int ng) {
     double v[CL_MAXGRP];
 #pragma unroll
-    for (int l = 0; l < CL_MAXGRP; ++l) v[l] = l < ngrp_used ? gss[o * ngrp + l] : 0.0;
-    const double ss = pairwise(v, ngrp);
+    for (int l = 0; l < CL_MAXGRP; ++l) v[l] = l < ng && l < ngrp_used ? gss[o * ngrp + l] : 0.0;
+    const double ss = pairwise(v, ng);
     if (MT == 1) s_grinv[o] = rms_factor(ss, NIN * p.H, p.rms_eps);
     else s_ssg[o] = ss;
   };
@@ -1808,16 +1811,21 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   }
   __syncthreads();
   if (rank == 0) STAMP(p.timeline, 9);
-  if (MT == 1) {
-    for (int i = tid; i < own * NM; i += nthr) upper_f32(i / NM, i % NM);  // (NM constant)
-    for (int o = nthr - 1 - tid; o < own; o += nthr) upper_f64(o);
-  } else {
-    for (int i = tid; i < own * (NM + 1); i += nthr) {
-      const int o = i / (NM + 1), mix = i % (NM + 1);
-      if (mix < NM) upper_f32(o, mix);
-      else upper_f64(o);
+  auto upper = [&](int ng) {
+    if (MT == 1) {
+      for (int i = tid; i < own * NM; i += nthr) upper_f32(i / NM, i % NM, ng);  // (NM constant)
+      for (int o = nthr - 1 - tid; o < own; o += nthr) upper_f64(o, ng);
+    } else {
+      for (int i = tid; i < own * (NM + 1); i += nthr) {
+        const int o = i / (NM + 1), mix = i % (NM + 1);
+        if (mix < NM) upper_f32(o, mix, ng);
+        else upper_f64(o, ng);
+      }
     }
-  }
+  };
+  if (ngrp == 16) upper(16);
+  else if (ngrp == 8) upper(8);
+  else upper(ngrp);
   __syncthreads();
   if (rank == 0) STAMP(p.timeline, 10);
   if (warp == W) {
