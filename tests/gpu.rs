@@ -267,18 +267,20 @@ fn other_n_and_odd_h_decline_to_the_generic_kernels() {
 fn the_cluster_kernel_serves_small_t() {
     gpu!(e, PathChoice::Fused);
     let c = cfg(4, 5120);
-    let kernels_of = |op: Op, t: usize| {
+    let c7 = cfg(4, 7168);
+    let kernels_at = |c: &mhc::Config, op: Op, t: usize| {
         let spec = InputSpec {
             op,
             t,
             norm: true,
             proj_nk: (0, 0),
         };
-        let m = synth::inputs(&c, &spec, t as u64);
-        let args = OpArgs::from_map(op, &c, &m, false).unwrap();
+        let m = synth::inputs(c, &spec, t as u64);
+        let args = OpArgs::from_map(op, c, &m, false).unwrap();
         let (_, r) = e.execute(&args).unwrap();
         r.kernels.join(",")
     };
+    let kernels_of = |op: Op, t: usize| kernels_at(&c, op, t);
     let kernel = |t: usize| kernels_of(Op::Seam, t);
     let clusters = e.info().cc.0 >= 9;
     assert_eq!(
@@ -338,7 +340,7 @@ fn the_cluster_kernel_serves_small_t() {
         kernel(300)
     );
     // The V4 seam (its own pre-mix): clusters in tiles of 16 tokens (no lanes by channels, no
-    // tiles of 32) in up to three waves of seven clusters (plan.rs,
+    // tiles of 32) in up to five waves of seven clusters (plan.rs,
     // COLLAPSE_AFTER_GATES_WAVES), then the tile kernel.
     let kernel_v4 = |t: usize| kernels_of(Op::SeamV4, t);
     // The tile kernel: one launch up to T = 256, then the tiles and their tails.
@@ -356,10 +358,10 @@ fn the_cluster_kernel_serves_small_t() {
             tile_v4(t)
         }
     };
-    for t in [1, 16, 112, 113, 336] {
+    for t in [1, 16, 112, 113, 336, 337, 449, 560] {
         assert_eq!(kernel_v4(t), v4(t), "V4 T={t}");
     }
-    assert_eq!(kernel_v4(337), tile_v4(337));
+    assert_eq!(kernel_v4(561), tile_v4(561));
     // Forced waves (set_cluster_waves / MHC_CLUSTER_WAVES): four waves take T = 337-448, one
     // wave T <= 112.
     e.set_cluster_waves(Some(4));
@@ -370,16 +372,20 @@ fn the_cluster_kernel_serves_small_t() {
     assert_eq!(kernel_v4(112), v4(112));
     assert_eq!(kernel_v4(113), tile_v4(113));
     e.set_cluster_waves(None);
-    assert_eq!(kernel_v4(337), tile_v4(337));
+    assert_eq!(kernel_v4(449), v4(449));
+    assert_eq!(kernel_v4(561), tile_v4(561));
     e.set_use_prepared_fn(false);
     assert_eq!(kernel(1), or_tile("mhc_seam_cl_ch1", "mhc_seam"));
     assert_eq!(kernel(128), or_tile("mhc_seam_cl2", "mhc_seam"));
     e.set_use_prepared_fn(true);
-    // Tiles of 32 forced at small T, and of 16 at T = 128 (then the tile kernel: 8 clusters).
+    // Tiles of 32 forced at small T, and of 16 at T = 128 (8 clusters: then two waves of them,
+    // plan::CARRIED_WAVES, up to 14 tiles; past that the tile kernel).
     e.set_cluster_mtiles(Some(2));
     assert_eq!(kernel(1), small2);
     e.set_cluster_mtiles(Some(1));
-    assert_eq!(kernel(128), "mhc_seam");
+    assert_eq!(kernel(128), small);
+    assert_eq!(kernel(224), small);
+    assert_eq!(kernel(225), "mhc_seam");
     e.set_cluster_mtiles(None);
     // Without PDL at T <= 4 only the prepared variant beats the tile kernel; the rows do not
     // spread.
@@ -407,6 +413,21 @@ fn the_cluster_kernel_serves_small_t() {
     let err = e.execute(&args).map(|_| ()).unwrap_err().to_string();
     assert!(err.contains("clusters of 40"), "{err}");
     e.set_cluster_override(None);
+    // H = 7168: tiles of 32 do not fit the kernel's warps, so past one wave (T > 112) two waves of
+    // tiles of 16 (plan::CARRIED_WAVES) up to T = 224, then the tile kernel.
+    let kernel7 = |t: usize| kernels_at(&c7, Op::Seam, t);
+    for t in [33, 112, 113, 224] {
+        let k = kernel7(t);
+        assert!(
+            if clusters {
+                k.starts_with("mhc_seam_cl") && !k.contains("cl2") && !k.contains(',')
+            } else {
+                k == "mhc_seam"
+            },
+            "H=7168 T={t}: {k}"
+        );
+    }
+    assert_eq!(kernel7(225), "mhc_seam");
 }
 
 /// mhc_fn_split against its CPU twin, bit for bit, on weights with signs, zeros, subnormals,
@@ -700,8 +721,8 @@ fn the_tails_split_by_slices_gives_the_same_bits() {
                         let (want, route) = e.execute(&args).unwrap();
                         let k = route.kernels.join(",");
                         if !k.contains(" (tails)") {
-                            // One launch at this T (the V4 seam's clusters in waves up to T = 336).
-                            assert!(op == Op::SeamV4 && t < 337, "{op} H={h} T={t}: {k}");
+                            // One launch at this T (the V4 seam's clusters in waves up to T = 560).
+                            assert!(op == Op::SeamV4 && t <= 560, "{op} H={h} T={t}: {k}");
                             continue;
                         }
                         for parts in [None, Some(2), Some(3), Some(8), Some(200)] {

@@ -667,7 +667,8 @@ impl CudaEngine {
     /// of 32) where the device runs all of the call's clusters at once (on the H200, seven
     /// clusters of 16: T <= 112, or T <= 224 in tiles of 32; an op whose tile kernel forms the
     /// collapse after the gates, the V4 seam, in up to `plan::COLLAPSE_AFTER_GATES_WAVES` waves:
-    /// T <= 336), unless a tile plan is forced or the call runs without PDL at T <= 4 without
+    /// T <= 560; where tiles of 32 do not fit, the other ops in up to `plan::CARRIED_WAVES` waves
+    /// of tiles of 16: T <= 224 at H = 7168), unless a tile plan is forced or the call runs without PDL at T <= 4 without
     /// prepared fn (not such an op), else the tile kernel. The seam's tiles of at most 4 tokens
     /// take the lanes-by-channels variants, and with PDL at T <= 28 the rows spread over several
     /// clusters in tiles of 1, 2 or 4 tokens (`plan::small_tile_tokens`);
@@ -711,76 +712,89 @@ impl CudaEngine {
                 Some(_) => &[2],
                 None => &[1, 2],
             };
-            for &mt in mts {
-                let Some((cname, pname)) = cluster_kernel(op, mt) else {
-                    continue;
-                };
-                // With prepared fn, its variant first (fn staged by one copy a chunk and loaded in
-                // fragment order), where its slice of fn fits in shared memory.
-                let kernels = [
-                    pname.filter(|_| prepared),
-                    Some(cname).filter(|_| unprepared_ok),
-                ];
-                for &cl in sizes {
-                    for kname in kernels.into_iter().flatten() {
-                        let budget = self.dev.max_dynamic_smem(kname)?;
-                        let prep = kname != cname;
-                        if let Some(p) = plan::cluster_plan(shape, t, h, cl, budget, prep, mt, 0) {
-                            let active =
-                                self.dev
-                                    .max_active_clusters(kname, cl, p.warps * 32, p.smem)?;
-                            // Forced: wherever it can run at all; where the tile kernel forms
-                            // the collapse after the gates, in up to COLLAPSE_AFTER_GATES_WAVES
-                            // waves of clusters; else only in one wave.
-                            let waves = if collapse_after_gates(op) {
-                                self.cluster_waves
-                                    .get()
-                                    .unwrap_or(plan::COLLAPSE_AFTER_GATES_WAVES)
-                            } else {
-                                1
-                            };
-                            let need = if forced.is_some() {
-                                1
-                            } else {
-                                p.tiles.div_ceil(waves)
-                            };
-                            if active >= need {
-                                // How many clusters the call's rows spread over (0: whole
-                                // tiles). Tiles of 32 tokens: smaller tiles over as many clusters
-                                // as run at once (never more shared memory a block, so they all
-                                // still run). Measured on the H200 at H = 5120 (PERF_NOTES.md
-                                // attempt 36): -4.5 % at T = 128; with tiles of 16 tokens it lost
-                                // up to 9 % (T = 64) and is not taken. With PDL at small T, tiles
-                                // of 1, 2 or 4 tokens over up to every cluster that runs at once,
-                                // each with lanes by channels (attempt 42): -1.6 to -28.9 % at
-                                // T = 2-28.
-                                let channels =
-                                    self.channels.get() && channel_variant(kname, 1).is_some();
-                                let spread = if forced.is_some() || !self.spread.get() {
-                                    0
-                                } else if mt == 2 {
-                                    active
-                                } else if pdl
-                                    && channels
-                                    && let Some(tt) = plan::small_tile_tokens(t, active)
-                                {
-                                    t.div_ceil(tt) as u32
+            // Passes of (waves of clusters, tiles of 32 allowed). The V4 seam's (collapse after
+            // the gates): up to `COLLAPSE_AFTER_GATES_WAVES` waves. The carried ops': one wave of
+            // any tiles, then up to `CARRIED_WAVES` waves of tiles of 16 (H = 7168 at T = 113-224).
+            let passes = if collapse_after_gates(op) {
+                let waves = self
+                    .cluster_waves
+                    .get()
+                    .unwrap_or(plan::COLLAPSE_AFTER_GATES_WAVES);
+                [(waves, true), (0, false)]
+            } else {
+                [(1, true), (plan::CARRIED_WAVES, false)]
+            };
+            for (waves, mt2_ok) in passes {
+                for &mt in mts {
+                    if waves == 0 || (mt == 2 && !mt2_ok) {
+                        continue;
+                    }
+                    let Some((cname, pname)) = cluster_kernel(op, mt) else {
+                        continue;
+                    };
+                    // With prepared fn, its variant first (fn staged by one copy a chunk and loaded in
+                    // fragment order), where its slice of fn fits in shared memory.
+                    let kernels = [
+                        pname.filter(|_| prepared),
+                        Some(cname).filter(|_| unprepared_ok),
+                    ];
+                    for &cl in sizes {
+                        for kname in kernels.into_iter().flatten() {
+                            let budget = self.dev.max_dynamic_smem(kname)?;
+                            let prep = kname != cname;
+                            if let Some(p) =
+                                plan::cluster_plan(shape, t, h, cl, budget, prep, mt, 0)
+                            {
+                                let active = self.dev.max_active_clusters(
+                                    kname,
+                                    cl,
+                                    p.warps * 32,
+                                    p.smem,
+                                )?;
+                                // Forced: wherever it can run at all; else in the pass's waves.
+                                let need = if forced.is_some() {
+                                    1
                                 } else {
-                                    0
+                                    p.tiles.div_ceil(waves)
                                 };
-                                let p = (spread > 0)
-                                    .then(|| {
-                                        plan::cluster_plan(
-                                            shape, t, h, cl, budget, prep, mt, spread,
-                                        )
-                                    })
-                                    .flatten()
-                                    .unwrap_or(p);
-                                // Tiles of at most 4 tokens: lanes by channels (attempt 39).
-                                let kname = channel_variant(kname, p.tt)
-                                    .filter(|_| channels)
-                                    .unwrap_or(kname);
-                                return Ok(Some((kname, shape, p)));
+                                if active >= need {
+                                    // How many clusters the call's rows spread over (0: whole
+                                    // tiles). Tiles of 32 tokens: smaller tiles over as many clusters
+                                    // as run at once (never more shared memory a block, so they all
+                                    // still run). Measured on the H200 at H = 5120 (PERF_NOTES.md
+                                    // attempt 36): -4.5 % at T = 128; with tiles of 16 tokens it lost
+                                    // up to 9 % (T = 64) and is not taken. With PDL at small T, tiles
+                                    // of 1, 2 or 4 tokens over up to every cluster that runs at once,
+                                    // each with lanes by channels (attempt 42): -1.6 to -28.9 % at
+                                    // T = 2-28.
+                                    let channels =
+                                        self.channels.get() && channel_variant(kname, 1).is_some();
+                                    let spread = if forced.is_some() || !self.spread.get() {
+                                        0
+                                    } else if mt == 2 {
+                                        active
+                                    } else if pdl
+                                        && channels
+                                        && let Some(tt) = plan::small_tile_tokens(t, active)
+                                    {
+                                        t.div_ceil(tt) as u32
+                                    } else {
+                                        0
+                                    };
+                                    let p = (spread > 0)
+                                        .then(|| {
+                                            plan::cluster_plan(
+                                                shape, t, h, cl, budget, prep, mt, spread,
+                                            )
+                                        })
+                                        .flatten()
+                                        .unwrap_or(p);
+                                    // Tiles of at most 4 tokens: lanes by channels (attempt 39).
+                                    let kname = channel_variant(kname, p.tt)
+                                        .filter(|_| channels)
+                                        .unwrap_or(kname);
+                                    return Ok(Some((kname, shape, p)));
+                                }
                             }
                         }
                     }

@@ -388,13 +388,20 @@ pub fn small_tile_tokens(t: usize, active: u32) -> Option<usize> {
 
 /// Waves of clusters the cluster kernel may take, for an op whose tile kernel forms the collapse
 /// after the gates (the V4 seam), before that tile kernel is faster. Past one wave (T > 112 on
-/// the H200) its clusters of 16 tokens run in waves; measured on the H200 at H = 5120
-/// (PERF_NOTES.md attempt 52), with and without PDL: two waves (T = 128-224) -52 to -54 %, three
-/// (T = 256) -37 %, four (T = 384) even, five (T = 512) +8 % against the tile kernel. (The V4.1
-/// seam, whose tile kernel parks its collapse before the gates, does not gain from waves.) Those
-/// were measured before attempt 79 made the cluster kernel 10-14 % faster; four waves may pay now
-/// (not measured).
-pub const COLLAPSE_AFTER_GATES_WAVES: u32 = 3;
+/// the H200) its clusters of 16 tokens run in waves. Measured on the H200 with PDL after attempt
+/// 79 (PERF_NOTES.md attempt 81) against the tile kernel: four waves (T = 337-448) -16 to -30 %,
+/// five (T = 449-560) -5 to -18 % at every H; six (T = 561-672) -2 to -6 % at H = 5120 and 7168
+/// but +4 to +6 % at 4096; seven or more lose everywhere. (Attempt 52, before attempts 69-79:
+/// four waves even, five +8 %.)
+pub const COLLAPSE_AFTER_GATES_WAVES: u32 = 5;
+
+/// Waves of clusters of tiles of 16 tokens the cluster kernel may take for the ops that carry
+/// their pre-mix (the V4.1 seam) where no plan fits one wave: on the H200 that is H = 7168 at
+/// T = 113-224, whose tiles of 32 tokens do not fit the kernel's 11 warps. Measured there with PDL
+/// (PERF_NOTES.md attempt 81): -6.5 to -21.7 % against the tile kernel. Where tiles of 32 fit
+/// (H = 4096 and 5120), one wave of them serves T <= 224 and is tried first (two waves of tiles of
+/// 16 measured 17-36 % slower there), and past T = 224 two waves do not hold the tiles.
+pub const CARRIED_WAVES: u32 = 2;
 
 /// `MHC_CLUSTER_WAVES=n`, if set: the waves of clusters the cluster kernel may take for an op that
 /// forms its collapse after the gates, instead of `COLLAPSE_AFTER_GATES_WAVES` (n >= 1; the engine
