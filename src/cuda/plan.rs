@@ -190,11 +190,14 @@ impl KernelShape {
 /// of at most 8 tokens so the tail (on the critical path) stays short (16 where tiles of 8 would
 /// take a second wave of blocks, see `plan`), and whole groups of 8 chunks per block, which keeps
 /// the records (and the tail's tree) small: on the H200 this beat 1, 2 and 4 chunks per block at
-/// T = 1 to 128 (PERF_NOTES.md, attempts 3 and 9). Large T: persistent blocks with fn staged in
-/// shared memory, and the tails in a second launch.
+/// T = 1 to 128 (PERF_NOTES.md, attempts 3 and 9). Large T (past `ONE_LAUNCH_MAX_T`):
+/// persistent blocks with fn staged in shared memory, and the tails in a second launch. On the
+/// H200 the cluster kernel serves T <= 224, and at T = 225-256 two launches measured 23-37 %
+/// faster than one (PERF_NOTES.md attempt 83).
 fn default_shape(t: usize) -> (u32, u32, u32, bool) {
+    const ONE_LAUNCH_MAX_T: usize = 224;
     match t {
-        0..=256 => (8, 8, t.clamp(1, 8) as u32, false),
+        0..=ONE_LAUNCH_MAX_T => (8, 8, t.clamp(1, 8) as u32, false),
         _ => (8, 8, 16, true),
     }
 }
