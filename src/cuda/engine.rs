@@ -732,8 +732,8 @@ impl CudaEngine {
                     let Some((cname, pname)) = cluster_kernel(op, mt) else {
                         continue;
                     };
-                    // With prepared fn, its variant first (fn staged by one copy a chunk and loaded in
-                    // fragment order), where its slice of fn fits in shared memory.
+                    // With prepared fn, its variant first (fn staged by one copy a chunk and loaded
+                    // in fragment order), where its slice of fn fits in shared memory.
                     let kernels = [
                         pname.filter(|_| prepared),
                         Some(cname).filter(|_| unprepared_ok),
@@ -759,14 +759,14 @@ impl CudaEngine {
                                 };
                                 if active >= need {
                                     // How many clusters the call's rows spread over (0: whole
-                                    // tiles). Tiles of 32 tokens: smaller tiles over as many clusters
-                                    // as run at once (never more shared memory a block, so they all
-                                    // still run). Measured on the H200 at H = 5120 (PERF_NOTES.md
-                                    // attempt 36): -4.5 % at T = 128; with tiles of 16 tokens it lost
-                                    // up to 9 % (T = 64) and is not taken. With PDL at small T, tiles
-                                    // of 1, 2 or 4 tokens over up to every cluster that runs at once,
-                                    // each with lanes by channels (attempt 42): -1.6 to -28.9 % at
-                                    // T = 2-28.
+                                    // tiles). Tiles of 32 tokens: smaller tiles over as many
+                                    // clusters as run at once (never more shared memory a block, so
+                                    // they all still run). Measured on the H200 at H = 5120
+                                    // (PERF_NOTES.md attempt 36): -4.5 % at T = 128; with tiles of
+                                    // 16 tokens it lost up to 9 % (T = 64) and is not taken. With
+                                    // PDL at small T, tiles of 1, 2 or 4 tokens over up to every
+                                    // cluster that runs at once, each with lanes by channels
+                                    // (attempt 42): -1.6 to -28.9 % at T = 2-28.
                                     let channels =
                                         self.channels.get() && channel_variant(kname, 1).is_some();
                                     let spread = if forced.is_some() || !self.spread.get() {
