@@ -688,7 +688,50 @@ fn the_stream_tiles_launch_gives_the_same_bits() {
             }
         }
     }
+    // Below the default fewest tiles (set_stream_min_tiles / MHC_STREAM_MIN_TILES), down to two
+    // tiles a half: the V4.1 seam at H = 5120, T = 400 (25 tiles; on the H200 six blocks of two
+    // halves along them) runs the stream variant where the plan takes it, with the tile kernel's
+    // bits.
+    e.set_stream_min_tiles(Some(1));
+    let c = cfg(4, 5120);
+    let spec = InputSpec {
+        op: Op::Seam,
+        t: 400,
+        norm: true,
+        proj_nk: (0, 0),
+    };
+    let m = synth::inputs(&c, &spec, 400);
+    let args = OpArgs::from_map(Op::Seam, &c, &m, true).unwrap();
+    let stream = e
+        .plan_for(Op::Seam, 400, 5120, false)
+        .unwrap()
+        .unwrap()
+        .stream;
+    assert!(
+        stream || e.info().sm_count > 139,
+        "no stream plan at T = 400"
+    );
+    e.set_stream_tiles(false);
+    let (want, _) = e.execute(&args).unwrap();
     e.set_stream_tiles(true);
+    let (got, route) = e.execute(&args).unwrap();
+    assert_eq!(
+        route.kernels[0] == "mhc_seam_st",
+        stream,
+        "{:?}",
+        route.kernels
+    );
+    assert!(
+        got == want,
+        "T = 400: the stream variant differs from the tile kernel"
+    );
+    e.set_stream_min_tiles(None);
+    assert!(
+        !e.plan_for(Op::Seam, 400, 5120, false)
+            .unwrap()
+            .unwrap()
+            .stream
+    );
 }
 
 /// The tails launch of a two-launch plan split over several blocks a tile (the RMSNorm pass by

@@ -309,6 +309,9 @@ pub struct CudaEngine {
     /// (`set_cluster_waves`; `MHC_CLUSTER_WAVES` at start); `None`:
     /// `plan::COLLAPSE_AFTER_GATES_WAVES`.
     cluster_waves: std::cell::Cell<Option<u32>>,
+    /// Fewest tiles for the seams' stream variant, where forced (`set_stream_min_tiles`;
+    /// `MHC_STREAM_MIN_TILES` at start); `None`: `plan::STREAM_MIN_TILES` / `_V4`.
+    stream_min_tiles: std::cell::Cell<Option<u32>>,
     env_proj_plan: Option<plan::ProjOverride>,
     instrumented: bool,
     timeline: RefCell<Timeline>,
@@ -421,6 +424,7 @@ impl CudaEngine {
             stream: std::cell::Cell::new(plan::stream_setting()?.unwrap_or(true)),
             tail_parts: std::cell::Cell::new(plan::tail_parts_override()?),
             cluster_waves: std::cell::Cell::new(plan::cluster_waves_override()?),
+            stream_min_tiles: std::cell::Cell::new(plan::stream_min_tiles_override()?),
             env_proj_plan: plan::projection_override()?,
             instrumented: opts.timeline,
             timeline: RefCell::new(Timeline::default()),
@@ -455,6 +459,14 @@ impl CudaEngine {
     /// count gives the same bits.
     pub fn set_cluster_waves(&self, n: Option<u32>) {
         self.cluster_waves.set(n.map(|n| n.max(1)));
+    }
+
+    /// Forces the fewest tiles for which the seams' tiles launch takes its stream variant
+    /// (`Some(n)`; `plan::stream_plan` still asks two tiles of each half) instead of
+    /// `plan::STREAM_MIN_TILES` and `plan::STREAM_MIN_TILES_V4` (and of `MHC_STREAM_MIN_TILES`);
+    /// `None` restores them. Every value gives the same bits.
+    pub fn set_stream_min_tiles(&self, n: Option<u32>) {
+        self.stream_min_tiles.set(n);
     }
 
     /// Blocks a tile's tails take in a two-launch plan of `tiles` tiles at hidden size `h`, for
@@ -810,6 +822,7 @@ impl CudaEngine {
         }
         let p = self.plan(name, shape, t, h)?;
         if let Some((st_name, min_tiles)) = stream_kernel(op)
+            && let min_tiles = self.stream_min_tiles.get().unwrap_or(min_tiles)
             && self.stream.get()
             && self.plan_override.get().or(self.env_plan).is_none()
             && let Some(sp) = plan::stream_plan(shape, &p, self.dev.info.sm_count, min_tiles)

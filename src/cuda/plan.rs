@@ -70,6 +70,13 @@ pub fn stream_setting() -> Result<Option<bool>> {
     Ok(env_numbers("MHC_STREAM", "0 or 1", &[1])?.map(|v| v[0] != 0))
 }
 
+/// `MHC_STREAM_MIN_TILES=n`, if set: the fewest tiles for the stream variant of both seams,
+/// instead of `STREAM_MIN_TILES` / `STREAM_MIN_TILES_V4` (`stream_plan` still asks two tiles of
+/// each half; the engine reads it once, when it is created). Every value gives the same bits.
+pub fn stream_min_tiles_override() -> Result<Option<u32>> {
+    Ok(env_numbers("MHC_STREAM_MIN_TILES", "a tile count", &[1])?.map(|v| v[0]))
+}
+
 /// `MHC_TAIL_PARTS=n`, if set: the blocks each tile's tails take (`tail_parts`; 1 = one block a
 /// tile, as before the split; the engine reads it once, when it is created).
 pub fn tail_parts_override() -> Result<Option<u32>> {
@@ -867,6 +874,18 @@ mod tests {
         assert!(stream_plan(entry, &p, 132, STREAM_MIN_TILES).is_none());
         let p = plan(shape, 200, 5120, 132, &occ, None).unwrap();
         assert!(stream_plan(shape, &p, 132, STREAM_MIN_TILES).is_none());
+        // A lower minimum (MHC_STREAM_MIN_TILES) stops at two tiles a half: at H = 5120 (six
+        // blocks of two halves along the tiles) T = 384 (24 tiles) takes it, T = 368 (23) not.
+        let at = |t| {
+            stream_plan(
+                shape,
+                &plan(shape, t, 5120, 132, &occ, None).unwrap(),
+                132,
+                1,
+            )
+        };
+        assert_eq!(at(384).map(|s| (s.tiles, s.grid_y)), Some((24, 6)));
+        assert!(at(368).is_none());
     }
 
     #[test]
