@@ -8,6 +8,10 @@
 # gpu-session.sh unpacks and uses as the kernel cache: the GPU machine then loads instead of
 # compiling (~70 s a kernel source there). Extra binaries put in .gpu/ before (A/B variants) are
 # compiled too when named in KC_BINS.
+# ENV_BINS="name:VAR=value[,VAR=value...] ..." also writes .gpu/mhc-<name>, a wrapper that runs this
+# bundle's mhc with those variables set (an AB_BIN of gpu-session.sh seamab for a setting that
+# needs no rebuild, e.g. ENV_BINS="w6:MHC_CLUSTER_WAVES=6 s24:MHC_STREAM_MIN_TILES=24"); the
+# kernels are this bundle's, so KC_BINS need not name it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --bin mhc
@@ -37,6 +41,17 @@ for line in sys.stdin:
             print("bundled", name)
 '
 strip .gpu/* 2>/dev/null || true
+for spec in ${ENV_BINS:-}; do
+  name=${spec%%:*}
+  vars=${spec#*:}
+  if [ "$name" = "$spec" ] || [ -z "$name" ] || [ -z "$vars" ]; then
+    echo "ENV_BINS: expected name:VAR=value[,VAR=value...], got '$spec'" >&2
+    exit 1
+  fi
+  printf '#!/bin/sh\nexec env %s "$(dirname "$0")/mhc" "$@"\n' "${vars//,/ }" > ".gpu/mhc-$name"
+  chmod +x ".gpu/mhc-$name"
+  echo "wrapper .gpu/mhc-$name: ${vars//,/ }"
+done
 if [ -n "${KC:-}" ]; then
   CU=$(bash scripts/nvrtc-venv.sh "${VENV:-/tmp/mhc-sass-venv}")
   kc=$(mktemp -d)/kc
