@@ -680,8 +680,8 @@ impl CudaEngine {
     /// clusters of 16: T <= 112, or T <= 224 in tiles of 32; an op whose tile kernel forms the
     /// collapse after the gates, the V4 seam, in up to `plan::COLLAPSE_AFTER_GATES_WAVES` waves:
     /// T <= 560; where tiles of 32 do not fit, the other ops in up to `plan::CARRIED_WAVES` waves
-    /// of tiles of 16: T <= 224 at H = 7168), unless a tile plan is forced or the call runs without PDL at T <= 4 without
-    /// prepared fn (not such an op), else the tile kernel. The seam's tiles of at most 4 tokens
+    /// of tiles of 16: T <= 224 at H = 7168), unless a tile plan is forced or the call runs
+    /// without PDL at T <= 4 without prepared fn (not such an op), else the tile kernel. The seam's tiles of at most 4 tokens
     /// take the lanes-by-channels variants, and with PDL at T <= 28 the rows spread over several
     /// clusters in tiles of 1, 2 or 4 tokens (`plan::small_tile_tokens`);
     /// `set_cluster_override` or `MHC_CLUSTER` forces the choice,
@@ -689,7 +689,8 @@ impl CudaEngine {
     /// `set_cluster_spread` / `MHC_CLUSTER_SPREAD` and `set_cluster_channels` /
     /// `MHC_CLUSTER_CHANNELS` turn the spreading and the channel variants off. The seams' two-launch
     /// plans take the stream variant of the tiles launch where `plan::stream_plan` applies and it
-    /// fits the device (`set_stream_tiles` / `MHC_STREAM`; a forced tile plan keeps the tile kernel).
+    /// fits the device (`set_stream_tiles` / `MHC_STREAM`, `set_stream_min_tiles` /
+    /// `MHC_STREAM_MIN_TILES`; a forced tile plan keeps the tile kernel).
     fn fused_plan(
         &self,
         op: Op,
