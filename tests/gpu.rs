@@ -333,37 +333,55 @@ fn the_cluster_kernel_serves_small_t() {
     assert_eq!(kernel(113), small2);
     assert_eq!(kernel(224), small2);
     // Past that the tile kernel in two launches (tiles, then their tails: plan.rs,
-    // ONE_LAUNCH_MAX_T), the tails split by slices of H (plan::tail_parts: several blocks a tile).
-    let two_launches = |k: &str| k.starts_with("mhc_seam,mhc_seam_tails");
+    // ONE_LAUNCH_MAX_T), the tiles by the stream variant where it fits the device
+    // (plan::stream_plan), the tails split by slices of H (plan::tail_parts: several blocks a
+    // tile).
+    let two_launches = |k: &str| {
+        k.starts_with("mhc_seam,mhc_seam_tails") || k.starts_with("mhc_seam_st,mhc_seam_tails")
+    };
     assert!(two_launches(&kernel(225)), "{}", kernel(225));
-    assert!(
-        kernel(300).starts_with("mhc_seam,mhc_seam_tails x"),
-        "{}",
-        kernel(300)
-    );
+    assert!(kernel(300).contains(",mhc_seam_tails x"), "{}", kernel(300));
+    if clusters {
+        // (Every sm_90 GPU has the stream variant's 210 KB of shared memory a block.)
+        assert!(kernel(225).starts_with("mhc_seam_st,"), "{}", kernel(225));
+    }
     // The V4 seam (its own pre-mix): clusters in tiles of 16 tokens (no lanes by channels, no
-    // tiles of 32) in up to five waves of seven clusters (plan.rs,
-    // COLLAPSE_AFTER_GATES_WAVES), then the tile kernel.
+    // tiles of 32) in up to six waves of seven clusters at H = 5120 and 7168, five at 4096
+    // (plan::collapse_after_gates_waves), then the tile kernel.
     let kernel_v4 = |t: usize| kernels_of(Op::SeamV4, t);
-    // The tile kernel: one launch up to T = 224, then the tiles and their tails.
-    let tile_v4 = |t: usize| {
+    // The tile kernel: one launch up to T = 224, then the tiles (the stream variant where it
+    // fits) and their tails.
+    let tile_v4_at = |h: usize, t: usize| {
         if t <= 224 {
-            "mhc_seam_v4"
+            "mhc_seam_v4".to_string()
+        } else if e.plan_for(Op::SeamV4, t, h, false).unwrap().unwrap().stream {
+            "mhc_seam_v4_st,mhc_seam_v4 (tails)".to_string()
         } else {
-            "mhc_seam_v4,mhc_seam_v4 (tails)"
+            "mhc_seam_v4,mhc_seam_v4 (tails)".to_string()
         }
     };
+    let tile_v4 = |t: usize| tile_v4_at(5120, t);
     let v4 = |t: usize| {
         if clusters {
-            "mhc_seam_v4_clp"
+            "mhc_seam_v4_clp".to_string()
         } else {
             tile_v4(t)
         }
     };
-    for t in [1, 16, 112, 113, 336, 337, 449, 560] {
+    for t in [1, 16, 112, 113, 336, 337, 449, 560, 561, 672] {
         assert_eq!(kernel_v4(t), v4(t), "V4 T={t}");
     }
-    assert_eq!(kernel_v4(561), tile_v4(561));
+    assert_eq!(kernel_v4(673), tile_v4(673));
+    if clusters {
+        assert!(tile_v4(673).starts_with("mhc_seam_v4_st,"));
+        // H = 7168 the same; H = 4096 five waves: T <= 560.
+        let c4 = cfg(4, 4096);
+        let in_clusters = |k: String| k.starts_with("mhc_seam_v4_cl") && !k.contains(',');
+        assert!(in_clusters(kernels_at(&c7, Op::SeamV4, 672)));
+        assert_eq!(kernels_at(&c7, Op::SeamV4, 673), tile_v4_at(7168, 673));
+        assert!(in_clusters(kernels_at(&c4, Op::SeamV4, 560)));
+        assert_eq!(kernels_at(&c4, Op::SeamV4, 561), tile_v4_at(4096, 561));
+    }
     // Forced waves (set_cluster_waves / MHC_CLUSTER_WAVES): four waves take T = 337-448, one
     // wave T <= 112.
     e.set_cluster_waves(Some(4));
@@ -375,7 +393,7 @@ fn the_cluster_kernel_serves_small_t() {
     assert_eq!(kernel_v4(113), tile_v4(113));
     e.set_cluster_waves(None);
     assert_eq!(kernel_v4(449), v4(449));
-    assert_eq!(kernel_v4(561), tile_v4(561));
+    assert_eq!(kernel_v4(673), tile_v4(673));
     e.set_use_prepared_fn(false);
     assert_eq!(kernel(1), or_tile("mhc_seam_cl_ch1", "mhc_seam"));
     assert_eq!(kernel(128), or_tile("mhc_seam_cl2", "mhc_seam"));
@@ -688,50 +706,51 @@ fn the_stream_tiles_launch_gives_the_same_bits() {
             }
         }
     }
-    // Below the default fewest tiles (set_stream_min_tiles / MHC_STREAM_MIN_TILES), down to two
-    // tiles a half: the V4.1 seam at H = 5120, T = 400 (25 tiles; on the H200 six blocks of two
-    // halves along them) runs the stream variant where the plan takes it, with the tile kernel's
-    // bits.
+    // Below the default fewest tiles (set_stream_min_tiles / MHC_STREAM_MIN_TILES), down to one
+    // tile: the stream variant with the tile kernel's bits where the tiles do not fill the halves
+    // evenly. On the H200: H = 5120, T = 400 is 25 tiles on six blocks of two halves (three rounds,
+    // the last partly idle); H = 4096, T = 232 is 15 tiles on eight blocks (one half without a
+    // tile); H = 7168, T = 257 is 17 tiles on four blocks; the V4 seam at T = 601 is 38 tiles.
     e.set_stream_min_tiles(Some(1));
-    let c = cfg(4, 5120);
-    let spec = InputSpec {
-        op: Op::Seam,
-        t: 400,
-        norm: true,
-        proj_nk: (0, 0),
-    };
-    let m = synth::inputs(&c, &spec, 400);
-    let args = OpArgs::from_map(Op::Seam, &c, &m, true).unwrap();
-    let stream = e
-        .plan_for(Op::Seam, 400, 5120, false)
-        .unwrap()
-        .unwrap()
-        .stream;
-    assert!(
-        stream || e.info().sm_count > 139,
-        "no stream plan at T = 400"
-    );
-    e.set_stream_tiles(false);
-    let (want, _) = e.execute(&args).unwrap();
-    e.set_stream_tiles(true);
-    let (got, route) = e.execute(&args).unwrap();
-    assert_eq!(
-        route.kernels[0] == "mhc_seam_st",
-        stream,
-        "{:?}",
-        route.kernels
-    );
-    assert!(
-        got == want,
-        "T = 400: the stream variant differs from the tile kernel"
-    );
-    e.set_stream_min_tiles(None);
-    assert!(
-        !e.plan_for(Op::Seam, 400, 5120, false)
+    for (op, h, t) in [
+        (Op::Seam, 5120, 400),
+        (Op::Seam, 4096, 232),
+        (Op::Seam, 7168, 257),
+        (Op::SeamV4, 4096, 601),
+    ] {
+        let c = cfg(4, h);
+        let spec = InputSpec {
+            op,
+            t,
+            norm: true,
+            proj_nk: (0, 0),
+        };
+        let m = synth::inputs(&c, &spec, (h + t) as u64);
+        let args = OpArgs::from_map(op, &c, &m, true).unwrap();
+        let p = e.plan_for(op, t, h, false).unwrap().unwrap();
+        assert!(p.stream, "{op} H={h} T={t}: no stream plan ({p:?})");
+        e.set_stream_tiles(false);
+        let (want, _) = e.execute(&args).unwrap();
+        e.set_stream_tiles(true);
+        let (got, route) = e.execute(&args).unwrap();
+        assert!(route.kernels[0].ends_with("_st"), "{:?}", route.kernels);
+        assert!(
+            got == want,
+            "{op} H={h} T={t}: the stream variant differs from the tile kernel"
+        );
+    }
+    // A minimum above the call's tiles keeps the tile kernel; the default (plan::STREAM_MIN_TILES)
+    // takes the stream variant.
+    let stream_at_400 = || {
+        e.plan_for(Op::Seam, 400, 5120, false)
             .unwrap()
             .unwrap()
             .stream
-    );
+    };
+    e.set_stream_min_tiles(Some(26));
+    assert!(!stream_at_400());
+    e.set_stream_min_tiles(None);
+    assert!(stream_at_400());
 }
 
 /// The tails launch of a two-launch plan split over several blocks a tile (the RMSNorm pass by

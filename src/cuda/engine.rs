@@ -307,10 +307,10 @@ pub struct CudaEngine {
     tail_parts: std::cell::Cell<Option<u32>>,
     /// Waves of clusters an op that forms its collapse after the gates may take, where forced
     /// (`set_cluster_waves`; `MHC_CLUSTER_WAVES` at start); `None`:
-    /// `plan::COLLAPSE_AFTER_GATES_WAVES`.
+    /// `plan::collapse_after_gates_waves`.
     cluster_waves: std::cell::Cell<Option<u32>>,
     /// Fewest tiles for the seams' stream variant, where forced (`set_stream_min_tiles`;
-    /// `MHC_STREAM_MIN_TILES` at start); `None`: `plan::STREAM_MIN_TILES` / `_V4`.
+    /// `MHC_STREAM_MIN_TILES` at start); `None`: `plan::STREAM_MIN_TILES`.
     stream_min_tiles: std::cell::Cell<Option<u32>>,
     env_proj_plan: Option<plan::ProjOverride>,
     instrumented: bool,
@@ -337,7 +337,7 @@ fn fused_kernel(op: Op) -> Option<(&'static str, KernelShape)> {
 /// CARRIED = 0 in kernels/seam.cu): in its finisher, one block a tile, after the gates, the
 /// collapse from r' in memory, then the norm: a serial chain the cluster kernel keeps on 16 SMs
 /// with r' in registers. For such an op the cluster kernel stays the faster one further: in
-/// waves (`plan::COLLAPSE_AFTER_GATES_WAVES`) and without PDL at small T (PERF_NOTES.md attempts
+/// waves (`plan::collapse_after_gates_waves`) and without PDL at small T (PERF_NOTES.md attempts
 /// 52 and 53, the V4 seam: the one such op with a cluster kernel).
 fn collapse_after_gates(op: Op) -> bool {
     matches!(op, Op::SeamV4 | Op::Pre | Op::Head)
@@ -355,12 +355,12 @@ fn tails_kernel(op: Op) -> Option<&'static str> {
     }
 }
 
-/// The stream variant of a seam's tiles launch (kernels/seam.cu) and the fewest tiles it takes
-/// (`plan::stream_plan`), for the ops that have one.
-fn stream_kernel(op: Op) -> Option<(&'static str, u32)> {
+/// The stream variant of a seam's tiles launch (kernels/seam.cu; `plan::stream_plan`), for the
+/// ops that have one.
+fn stream_kernel(op: Op) -> Option<&'static str> {
     match op {
-        Op::Seam => Some(("mhc_seam_st", plan::STREAM_MIN_TILES)),
-        Op::SeamV4 => Some(("mhc_seam_v4_st", plan::STREAM_MIN_TILES_V4)),
+        Op::Seam => Some("mhc_seam_st"),
+        Op::SeamV4 => Some("mhc_seam_v4_st"),
         _ => None,
     }
 }
@@ -455,16 +455,15 @@ impl CudaEngine {
 
     /// Forces the waves of clusters the cluster kernel may take for an op that forms its collapse
     /// after the gates (the V4 seam; `Some(n)`, n >= 1) instead of
-    /// `plan::COLLAPSE_AFTER_GATES_WAVES` (and of `MHC_CLUSTER_WAVES`); `None` restores it. Every
+    /// `plan::collapse_after_gates_waves` (and of `MHC_CLUSTER_WAVES`); `None` restores it. Every
     /// count gives the same bits.
     pub fn set_cluster_waves(&self, n: Option<u32>) {
         self.cluster_waves.set(n.map(|n| n.max(1)));
     }
 
     /// Forces the fewest tiles for which the seams' tiles launch takes its stream variant
-    /// (`Some(n)`; `plan::stream_plan` still asks two tiles of each half) instead of
-    /// `plan::STREAM_MIN_TILES` and `plan::STREAM_MIN_TILES_V4` (and of `MHC_STREAM_MIN_TILES`);
-    /// `None` restores them. Every value gives the same bits.
+    /// (`Some(n)`) instead of `plan::STREAM_MIN_TILES` (and of `MHC_STREAM_MIN_TILES`); `None`
+    /// restores it. Every value gives the same bits.
     pub fn set_stream_min_tiles(&self, n: Option<u32>) {
         self.stream_min_tiles.set(n);
     }
@@ -678,8 +677,8 @@ impl CudaEngine {
     /// (clusters of 16 blocks, else 12 or 8, in tiles of 16 tokens, else clusters of 16 in tiles
     /// of 32) where the device runs all of the call's clusters at once (on the H200, seven
     /// clusters of 16: T <= 112, or T <= 224 in tiles of 32; an op whose tile kernel forms the
-    /// collapse after the gates, the V4 seam, in up to `plan::COLLAPSE_AFTER_GATES_WAVES` waves:
-    /// T <= 560; where tiles of 32 do not fit, the other ops in up to `plan::CARRIED_WAVES` waves
+    /// collapse after the gates, the V4 seam, in up to `plan::collapse_after_gates_waves` waves:
+    /// T <= 560 at H = 4096, 672 at 5120 and 7168; where tiles of 32 do not fit, the other ops in up to `plan::CARRIED_WAVES` waves
     /// of tiles of 16: T <= 224 at H = 7168), unless a tile plan is forced or the call runs
     /// without PDL at T <= 4 without prepared fn (not such an op), else the tile kernel. The seam's tiles of at most 4 tokens
     /// take the lanes-by-channels variants, and with PDL at T <= 28 the rows spread over several
@@ -726,13 +725,13 @@ impl CudaEngine {
                 None => &[1, 2],
             };
             // Passes of (waves of clusters, tiles of 32 allowed). The V4 seam's (collapse after
-            // the gates): up to `COLLAPSE_AFTER_GATES_WAVES` waves. The carried ops': one wave of
+            // the gates): up to `collapse_after_gates_waves` waves. The carried ops': one wave of
             // any tiles, then up to `CARRIED_WAVES` waves of tiles of 16 (H = 7168 at T = 113-224).
             let passes = if collapse_after_gates(op) {
                 let waves = self
                     .cluster_waves
                     .get()
-                    .unwrap_or(plan::COLLAPSE_AFTER_GATES_WAVES);
+                    .unwrap_or(plan::collapse_after_gates_waves(h));
                 [(waves, true), (0, false)]
             } else {
                 [(1, true), (plan::CARRIED_WAVES, false)]
@@ -822,8 +821,8 @@ impl CudaEngine {
             }
         }
         let p = self.plan(name, shape, t, h)?;
-        if let Some((st_name, min_tiles)) = stream_kernel(op)
-            && let min_tiles = self.stream_min_tiles.get().unwrap_or(min_tiles)
+        if let Some(st_name) = stream_kernel(op)
+            && let min_tiles = self.stream_min_tiles.get().unwrap_or(plan::STREAM_MIN_TILES)
             && self.stream.get()
             && self.plan_override.get().or(self.env_plan).is_none()
             && let Some(sp) = plan::stream_plan(shape, &p, self.dev.info.sm_count, min_tiles)
@@ -1316,7 +1315,7 @@ impl CudaEngine {
         }
         let pdl = self.fused_pdl(call.op);
         let tiles_name = match stream_kernel(call.op) {
-            Some((st_name, _)) if plan.stream => st_name,
+            Some(st_name) if plan.stream => st_name,
             _ => name,
         };
         let mut ptrs = [&mut params as *mut FusedParams as *mut c_void];

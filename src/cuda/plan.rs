@@ -71,8 +71,8 @@ pub fn stream_setting() -> Result<Option<bool>> {
 }
 
 /// `MHC_STREAM_MIN_TILES=n`, if set: the fewest tiles for the stream variant of both seams,
-/// instead of `STREAM_MIN_TILES` / `STREAM_MIN_TILES_V4` (`stream_plan` still asks two tiles of
-/// each half; the engine reads it once, when it is created). Every value gives the same bits.
+/// instead of `STREAM_MIN_TILES` (the engine reads it once, when it is created). Every value gives
+/// the same bits.
 pub fn stream_min_tiles_override() -> Result<Option<u32>> {
     Ok(env_numbers("MHC_STREAM_MIN_TILES", "a tile count", &[1])?.map(|v| v[0]))
 }
@@ -103,19 +103,23 @@ pub fn tail_parts(tiles: u32, h: u32, sms: u32) -> u32 {
     parts.min(widest)
 }
 
-/// Fewest tiles for the stream variant of the seam (V4.1): on the H200 it won from T = 512 up
-/// (32 tiles) at H = 4096, 5120 and 7168 and lost 6-10 % at T = 300 at 4096 and 7168.
-pub const STREAM_MIN_TILES: u32 = 32;
-/// The same for the V4 seam, whose tails form the collapse from r' (more of the call's time after
-/// the tiles launch): it lost 0.3-6.5 % at T = 512-1024 and won from T = 2048 (128 tiles) up.
-pub const STREAM_MIN_TILES_V4: u32 = 128;
+/// Fewest tiles for the stream variant of the seams' tiles launch (V4.1 and V4): one, so every
+/// two-launch plan where `stream_plan` applies takes it. Measured on the H200 with PDL against the
+/// tile kernel (PERF_NOTES.md, attempt 84), once the stream launch kept every block of its grid
+/// where the tiles do not fill two a half: the V4.1 seam at T = 225-496 -9 to -20 % at most T at
+/// every H (+1 to +3.5 % at H = 5120, T = 225-256, and at T = 288-304 at 4096 and 7168); the V4
+/// seam at T = 561-1536 -1.6 to -6.4 % at most T (up to +4.3 % at a few). Before that change the
+/// minimum was 32 tiles (V4: 128), where the tile kernel had won at fewer with two tiles a half.
+pub const STREAM_MIN_TILES: u32 = 1;
 
 /// The stream variant of a two-launch plan of the seams (kernels/seam.cu, `mhc_seam_st` and
 /// `mhc_seam_v4_st`), where it applies: the tiles launch of a split plan with groups of 8 chunks
-/// and tiles of 16 tokens, with at least `min_tiles` tiles and two for each half. One block (two
-/// halves, each walking its own tiles) a multiprocessor, `sms / nrec` blocks along the tiles so
-/// that every block of the launch is resident at once. Measured on the H200 in PERF_NOTES.md,
-/// attempt 60.
+/// and tiles of 16 tokens, with at least `min_tiles` tiles. One block (two halves, each walking
+/// its own tiles) a multiprocessor, `sms / nrec` blocks along the tiles so that every block of the
+/// launch is resident at once, but no more than the tiles fill (one a half). The halves take the
+/// tiles round-robin, so the launch takes ceil(tiles / (2 grid_y)) rounds: with fewer tiles a
+/// half may hold one or none (a smaller grid would only add rounds). Measured on the H200 in
+/// PERF_NOTES.md, attempts 60 and 84.
 pub fn stream_plan(shape: KernelShape, p: &SeamPlan, sms: u32, min_tiles: u32) -> Option<SeamPlan> {
     if !p.split
         || p.w != 8
@@ -126,10 +130,10 @@ pub fn stream_plan(shape: KernelShape, p: &SeamPlan, sms: u32, min_tiles: u32) -
     {
         return None;
     }
-    let grid_y = (sms / p.nrec).max(1);
-    if p.tiles < min_tiles.max(4 * grid_y) {
+    if p.tiles < min_tiles.max(1) {
         return None;
     }
+    let grid_y = (sms / p.nrec).clamp(1, p.tiles.div_ceil(2));
     let fn_bytes = shape.nin * shape.nmixp() * p.w as usize * CHUNK * 4;
     Some(SeamPlan {
         warps: 2 * p.w,
@@ -396,14 +400,17 @@ pub fn small_tile_tokens(t: usize, active: u32) -> Option<usize> {
         .or_else(|| (t.div_ceil(4) <= active as usize).then_some(4))
 }
 
-/// Waves of clusters the cluster kernel may take, for an op whose tile kernel forms the collapse
-/// after the gates (the V4 seam), before that tile kernel is faster. Past one wave (T > 112 on
-/// the H200) its clusters of 16 tokens run in waves. Measured on the H200 with PDL after attempt
-/// 79 (PERF_NOTES.md attempt 81) against the tile kernel: four waves (T = 337-448) -16 to -30 %,
-/// five (T = 449-560) -5 to -18 % at every H; six (T = 561-672) -2 to -6 % at H = 5120 and 7168
-/// but +4 to +6 % at 4096; seven or more lose everywhere. (Attempt 52, before attempts 69-79:
-/// four waves even, five +8 %.)
-pub const COLLAPSE_AFTER_GATES_WAVES: u32 = 5;
+/// Waves of clusters the cluster kernel may take at hidden size `h`, for an op whose tile kernel
+/// forms the collapse after the gates (the V4 seam), before the two-launch plan is faster. Past
+/// one wave (T > 112 on the H200) its clusters of 16 tokens run in waves. Measured on the H200 with
+/// PDL: after attempt 79 against the tile kernel (PERF_NOTES.md attempt 81), four waves
+/// (T = 337-448) -16 to -30 %, five (T = 449-560) -5 to -18 % at every H, seven or more lose
+/// everywhere; six (T = 561-672), against the stream variant that attempt 84 brought to those T,
+/// -1.0 to -7.3 % at H = 7168, -2.9 to +0.1 % at 5120, +3.8 to +10.6 % at 4096. (Attempt 52,
+/// before attempts 69-79: four waves even, five +8 %.)
+pub fn collapse_after_gates_waves(h: usize) -> u32 {
+    if h >= 5120 { 6 } else { 5 }
+}
 
 /// Waves of clusters of tiles of 16 tokens the cluster kernel may take for the ops that carry
 /// their pre-mix (the V4.1 seam) where no plan fits one wave: on the H200 that is H = 7168 at
@@ -414,7 +421,7 @@ pub const COLLAPSE_AFTER_GATES_WAVES: u32 = 5;
 pub const CARRIED_WAVES: u32 = 2;
 
 /// `MHC_CLUSTER_WAVES=n`, if set: the waves of clusters the cluster kernel may take for an op that
-/// forms its collapse after the gates, instead of `COLLAPSE_AFTER_GATES_WAVES` (n >= 1; the engine
+/// forms its collapse after the gates, instead of `collapse_after_gates_waves` (n >= 1; the engine
 /// reads it once, when it is created). Every count gives the same bits.
 pub fn cluster_waves_override() -> Result<Option<u32>> {
     Ok(env_numbers("MHC_CLUSTER_WAVES", "a wave count >= 1", &[1])?.map(|v| v[0].max(1)))
@@ -836,11 +843,8 @@ mod tests {
             for t in [257, 300, 497, 1000, 2053, 16384] {
                 let p = plan(shape, t, h, 132, &occ, None).unwrap();
                 let Some(s) = stream_plan(shape, &p, 132, STREAM_MIN_TILES) else {
-                    // Only below the fewest tiles, or where a half would get fewer than two.
-                    assert!(
-                        p.tiles < STREAM_MIN_TILES.max(4 * (132 / p.nrec)),
-                        "{t} {h} {p:?}"
-                    );
+                    // Only below the fewest tiles.
+                    assert!(p.tiles < STREAM_MIN_TILES, "{t} {h} {p:?}");
                     continue;
                 };
                 // The tails launch and the records keep the tile plan's shape.
@@ -849,12 +853,13 @@ mod tests {
                     (p.w, p.tt, p.tiles, p.nrec, true)
                 );
                 assert_eq!(s.warps, 16);
-                // One block a multiprocessor, all resident, every half with two tiles or more.
-                assert!(s.nrec * s.grid_y <= 132 && s.tiles >= 4 * s.grid_y);
+                // One block a multiprocessor, all resident, every block with a tile.
+                assert!(s.nrec * s.grid_y <= 132 && s.tiles > 2 * (s.grid_y - 1));
+                assert_eq!(s.grid_y, (132 / s.nrec).min(s.tiles.div_ceil(2)), "{t} {h}");
                 assert!(s.tiles >= STREAM_MIN_TILES);
-                // The V4 seam's from 128 tiles.
-                let v4 = stream_plan(shape, &p, 132, STREAM_MIN_TILES_V4);
-                assert_eq!(v4.is_some(), p.tiles >= STREAM_MIN_TILES_V4, "{t} {h}");
+                // A higher minimum (MHC_STREAM_MIN_TILES) keeps the tile kernel below it.
+                let min128 = stream_plan(shape, &p, 132, 128);
+                assert_eq!(min128.is_some(), p.tiles >= 128, "{t} {h}");
                 // Within the opt-in limit (227 KB), the kernel having no static shared memory.
                 assert!(s.smem as usize <= 227 * 1024, "{t} {h} {s:?}");
             }
@@ -864,7 +869,7 @@ mod tests {
                 shape,
                 &plan(shape, 16384, 5120, 132, &occ, None).unwrap(),
                 132,
-                STREAM_MIN_TILES_V4
+                128
             )
             .is_some()
         );
@@ -874,18 +879,22 @@ mod tests {
         assert!(stream_plan(entry, &p, 132, STREAM_MIN_TILES).is_none());
         let p = plan(shape, 200, 5120, 132, &occ, None).unwrap();
         assert!(stream_plan(shape, &p, 132, STREAM_MIN_TILES).is_none());
-        // A lower minimum (MHC_STREAM_MIN_TILES) stops at two tiles a half: at H = 5120 (six
-        // blocks of two halves along the tiles) T = 384 (24 tiles) takes it, T = 368 (23) not.
-        let at = |t| {
+        // A lower minimum (MHC_STREAM_MIN_TILES): at H = 5120 six blocks of two halves along the
+        // tiles (20 groups of chunks), fewer only where the tiles do not fill them (one a half).
+        let at = |t, min| {
             stream_plan(
                 shape,
                 &plan(shape, t, 5120, 132, &occ, None).unwrap(),
                 132,
-                1,
+                min,
             )
+            .map(|s| (s.tiles, s.grid_y))
         };
-        assert_eq!(at(384).map(|s| (s.tiles, s.grid_y)), Some((24, 6)));
-        assert!(at(368).is_none());
+        assert_eq!(at(384, 24), Some((24, 6)));
+        assert_eq!(at(368, 24), None);
+        assert_eq!(at(368, 1), Some((23, 6)));
+        assert_eq!(at(257, 1), Some((17, 6)));
+        assert_eq!(at(160, 1), None); // one launch: no tails launch to finish the tiles
     }
 
     #[test]
