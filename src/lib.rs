@@ -8,11 +8,11 @@
 //! The layers of the crate:
 //! - [`spec`]: model constants ([`Config`], [`Preset`]) and call dimensions;
 //! - [`ops`]: the op interface every backend implements ([`Op`], [`OpArgs`], [`Backend`]);
-//! - [`reference`]: the CPU backend and the f64 oracle;
+//! - [`reference`](mod@reference): the CPU backend and the f64 oracle;
 //! - [`cuda`]: the GPU backend (raw-pointer and buffer APIs, routes, CUDA graphs);
 //! - [`weights`], [`tensor`]: checkpoints and safetensors files;
 //! - [`check`], [`synth`]: the accuracy contract of SPEC section 8 and realistic random inputs;
-//! - [`bench`]: the benchmark harness behind `mhc bench`.
+//! - [`bench`](mod@bench): the benchmark harness behind `mhc bench`.
 //!
 //! ```
 //! use mhc::{CpuBackend, Backend, OpArgs, Preset, SeamWeights};

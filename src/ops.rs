@@ -164,9 +164,9 @@ pub struct ProjectionArgs<'a> {
     pub n: usize,
     /// Reduction length.
     pub k: usize,
-    /// a [M,K].
+    /// a `[M,K]`.
     pub a: &'a [bf16],
-    /// w [N,K].
+    /// w `[N,K]`.
     pub w: &'a [bf16],
 }
 
@@ -180,19 +180,19 @@ pub struct OpArgs<'a> {
     pub cfg: Config,
     /// Tokens.
     pub t: usize,
-    /// x [T,H]: sublayer output (or the embedding for entry/expand, the input of rmsnorm).
+    /// x `[T,H]`: sublayer output (or the embedding for entry/expand, the input of rmsnorm).
     pub x: Option<&'a [bf16]>,
-    /// residual [T,n,H].
+    /// residual `[T,n,H]`.
     pub residual: Option<&'a [bf16]>,
-    /// Carried post [T,n].
+    /// Carried post `[T,n]`.
     pub post: Option<&'a [f32]>,
-    /// Carried comb [T,n,n].
+    /// Carried comb `[T,n,n]`.
     pub comb: Option<&'a [f32]>,
-    /// Carried pre [T,n].
+    /// Carried pre `[T,n]`.
     pub pre: Option<&'a [f32]>,
     /// Projection weights (fn, scale, base) of this seam or of the head.
     pub mix: Option<MixWeights<'a>>,
-    /// RMSNorm weight [H] of the sublayer that follows; None = no fused norm.
+    /// RMSNorm weight `[H]` of the sublayer that follows; None = no fused norm.
     pub norm_weight: Option<Cow<'a, [f32]>>,
     /// Also emit the layer input as MXFP8.
     pub fp8: bool,
@@ -272,7 +272,7 @@ impl<'a> OpArgs<'a> {
         Ok(a)
     }
 
-    /// The V4.1 entry seam on the embedding x [T,H].
+    /// The V4.1 entry seam on the embedding x `[T,H]`.
     pub fn entry(
         cfg: &Config,
         x: &'a [bf16],
@@ -546,7 +546,7 @@ impl<'a> OpArgs<'a> {
     }
 }
 
-/// The MXFP8 copy of a layer input: E4M3 bytes [T,H] and E8M0 scales [T,H/32].
+/// The MXFP8 copy of a layer input: E4M3 bytes `[T,H]` and E8M0 scales [T,H/32].
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Mxfp8 {
     /// E4M3 values.
@@ -558,19 +558,19 @@ pub struct Mxfp8 {
 /// Results of one op call. Which fields are set depends on the op (SPEC section 9 names).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct OpOutputs {
-    /// r' [T,n,H] (post_map, seam, entry, expand).
+    /// r' `[T,n,H]` (post_map, seam, entry, expand).
     pub residual_out: Option<Vec<bf16>>,
-    /// The next sublayer's input [T,H].
+    /// The next sublayer's input `[T,H]`.
     pub layer_input: Option<Vec<bf16>>,
-    /// head/final output [T,H].
+    /// head/final output `[T,H]`.
     pub out: Option<Vec<bf16>>,
-    /// projection output [M,N].
+    /// projection output `[M,N]`.
     pub out_f32: Option<Vec<f32>>,
-    /// post [T,n] of this seam.
+    /// post `[T,n]` of this seam.
     pub post_out: Option<Vec<f32>>,
-    /// comb [T,n,n] of this seam.
+    /// comb `[T,n,n]` of this seam.
     pub comb_out: Option<Vec<f32>>,
-    /// pre [T,n] of this seam (carried to the next seam in V4.1).
+    /// pre `[T,n]` of this seam (carried to the next seam in V4.1).
     pub pre_out: Option<Vec<f32>>,
     /// The MXFP8 layer input, when asked for.
     pub fp8: Option<Mxfp8>,

@@ -22,11 +22,11 @@ use std::path::{Path, PathBuf};
 pub struct SeamWeights {
     /// fn [mixes, n*H] (f32).
     pub fn_: Vec<f32>,
-    /// scale [3] (seam) or [1] (head).
+    /// scale `[3]` (seam) or `[1]` (head).
     pub scale: Vec<f32>,
-    /// base [mixes].
+    /// base `[mixes]`.
     pub base: Vec<f32>,
-    /// RMSNorm weight [H] of the sublayer that follows (the final model norm for the head).
+    /// RMSNorm weight `[H]` of the sublayer that follows (the final model norm for the head).
     pub norm_weight: Vec<f32>,
 }
 
@@ -46,7 +46,7 @@ impl SeamWeights {
         Self::synthetic_with(cfg, cfg.mixes(), 3, seed)
     }
 
-    /// Seeded synthetic head weights (fn [n, n*H], scale [1], base [n]).
+    /// Seeded synthetic head weights (fn [n, n*H], scale `[1]`, base `[n]`).
     pub fn synthetic_head(cfg: &Config, seed: u64) -> Self {
         Self::synthetic_with(cfg, cfg.n, 1, seed)
     }

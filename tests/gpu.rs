@@ -261,8 +261,10 @@ fn other_n_and_odd_h_decline_to_the_generic_kernels() {
 
 /// Which fused kernel serves a V4.1 seam: the cluster kernel at small T on an sm_90+ GPU that can
 /// run clusters of 16 one-block-per-SM blocks (so a silent fallback to the tile kernel fails
-/// here), in tiles of 16 tokens up to T = 112 and of 32 up to 224, the tile kernel at large T, without programmatic dependent launch at T <= 4, and when
+/// here), in tiles of 16 tokens up to T = 112 and of 32 up to 224; the tile kernel past that (its
+/// tiles launch as the stream variant), without programmatic dependent launch at T <= 4, and when
 /// forced with `set_cluster_override(Some(0))`; an impossible forced cluster size is an error.
+/// The V4 seam's clusters in waves, and H = 7168's two waves of tiles of 16.
 #[test]
 fn the_cluster_kernel_serves_small_t() {
     gpu!(e, PathChoice::Fused);

@@ -18,11 +18,11 @@ pub struct DeviceSeamWeights {
     /// fn prepared for the cluster kernels ([`CudaEngine::split_fn_weight`]), for the seams
     /// with four streams and 24 mixes.
     pub fn_split: Option<DeviceBuffer<u32>>,
-    /// scale [3] (or [1] for the head).
+    /// scale `[3]` (or `[1]` for the head).
     pub scale: DeviceBuffer<f32>,
-    /// base [mixes].
+    /// base `[mixes]`.
     pub base: DeviceBuffer<f32>,
-    /// RMSNorm weight [H], when the fused norm is wanted.
+    /// RMSNorm weight `[H]`, when the fused norm is wanted.
     pub norm_weight: Option<DeviceBuffer<f32>>,
 }
 
@@ -105,11 +105,11 @@ pub(crate) fn prepare_fn(
 
 /// Per-token coefficients (post, comb, pre) on the device.
 pub struct Coeffs {
-    /// post [T,n].
+    /// post `[T,n]`.
     pub post: DeviceBuffer<f32>,
-    /// comb [T,n,n].
+    /// comb `[T,n,n]`.
     pub comb: DeviceBuffer<f32>,
-    /// pre [T,n].
+    /// pre `[T,n]`.
     pub pre: DeviceBuffer<f32>,
 }
 
@@ -139,9 +139,9 @@ impl Coeffs {
 
 /// The outputs of a seam on the device.
 pub struct SeamBuffers {
-    /// r' [T,n,H].
+    /// r' `[T,n,H]`.
     pub residual: DeviceBuffer<bf16>,
-    /// layer_input [T,H].
+    /// layer_input `[T,H]`.
     pub layer_input: DeviceBuffer<bf16>,
     /// This seam's (post, comb, pre).
     pub coeffs: Coeffs,
@@ -245,7 +245,7 @@ impl CudaEngine {
         unsafe { self.launch_raw(cfg, &call, self.stream()) }
     }
 
-    /// The compressor projection on device buffers: y [m,n] = a [m,k] . w [n,k]^T.
+    /// The compressor projection on device buffers: y `[m,n]` = a `[m,k]` . w `[n,k]`^T.
     pub fn projection(
         &self,
         cfg: &Config,

@@ -152,7 +152,7 @@ pub struct RawIo {
     pub post_out: CUdeviceptr,
     pub comb_out: CUdeviceptr,
     pub pre_out: CUdeviceptr,
-    /// MXFP8 values [T,H] (u8); 0 = no MXFP8 output.
+    /// MXFP8 values `[T,H]` (u8); 0 = no MXFP8 output.
     pub fp8_values: CUdeviceptr,
     /// MXFP8 scales [T,H/32] (u8).
     pub fp8_scales: CUdeviceptr,
@@ -172,7 +172,7 @@ pub struct RawWeights {
     pub norm_weight: CUdeviceptr,
 }
 
-/// Operands of the compressor projection: y [m,n] f32 = a [m,k] . w [n,k]^T (bf16). With
+/// Operands of the compressor projection: y `[m,n]` f32 = a `[m,k]` . w `[n,k]`^T (bf16). With
 /// programmatic dependent launch on (the engine's `pdl`), the fused kernel starts reading w
 /// while the previous kernel of the stream still runs: w must not be written by that kernel.
 #[derive(Clone, Copy, Debug, Default)]
@@ -201,7 +201,7 @@ pub struct RawCall {
 }
 
 impl RawCall {
-    /// A projection call: y [m,n] f32 = a [m,k] . w [n,k]^T (no seam tensors or weights).
+    /// A projection call: y `[m,n]` f32 = a `[m,k]` . w `[n,k]`^T (no seam tensors or weights).
     pub fn projection(p: RawProjection) -> Self {
         RawCall {
             op: Op::Projection,
@@ -678,13 +678,13 @@ impl CudaEngine {
     /// of 32) where the device runs all of the call's clusters at once (on the H200, seven
     /// clusters of 16: T <= 112, or T <= 224 in tiles of 32; an op whose tile kernel forms the
     /// collapse after the gates, the V4 seam, in up to `plan::collapse_after_gates_waves` waves:
-    /// T <= 560 at H = 4096, 672 at 5120 and 7168; where tiles of 32 do not fit, the other ops in up to `plan::CARRIED_WAVES` waves
-    /// of tiles of 16: T <= 224 at H = 7168), unless a tile plan is forced or the call runs
-    /// without PDL at T <= 4 without prepared fn (not such an op), else the tile kernel. The seam's tiles of at most 4 tokens
-    /// take the lanes-by-channels variants, and with PDL at T <= 28 the rows spread over several
-    /// clusters in tiles of 1, 2 or 4 tokens (`plan::small_tile_tokens`);
-    /// `set_cluster_override` or `MHC_CLUSTER` forces the choice,
-    /// `set_cluster_mtiles` or `MHC_CLUSTER_MTILES` the cluster kernel's tiles,
+    /// T <= 560 at H = 4096, 672 at 5120 and 7168; where tiles of 32 do not fit, the other ops in
+    /// up to `plan::CARRIED_WAVES` waves of tiles of 16: T <= 224 at H = 7168), unless a tile
+    /// plan is forced or the call runs without PDL at T <= 4 without prepared fn (not such an
+    /// op), else the tile kernel. The seam's tiles of at most 4 tokens take the lanes-by-channels
+    /// variants, and with PDL at T <= 28 the rows spread over several clusters in tiles of 1, 2 or
+    /// 4 tokens (`plan::small_tile_tokens`); `set_cluster_override` or `MHC_CLUSTER` forces the
+    /// choice, `set_cluster_mtiles` or `MHC_CLUSTER_MTILES` the cluster kernel's tiles,
     /// `set_cluster_spread` / `MHC_CLUSTER_SPREAD` and `set_cluster_channels` /
     /// `MHC_CLUSTER_CHANNELS` turn the spreading and the channel variants off. The seams' two-launch
     /// plans take the stream variant of the tiles launch where `plan::stream_plan` applies and it

@@ -18,7 +18,7 @@ pub fn collapse_token_f32(n: usize, h: usize, r: &[bf16], p: &[f32], out: &mut [
     }
 }
 
-/// collapse(r, p) for T tokens: residual [T,n,H], p [T,n] -> out [T,H] (bf16, rounded once).
+/// collapse(r, p) for T tokens: residual `[T,n,H]`, p `[T,n]` -> out `[T,H]` (bf16, rounded once).
 pub fn collapse(n: usize, h: usize, residual: &[bf16], p: &[f32], out: &mut [bf16]) {
     if h == 0 || n == 0 {
         return;
@@ -46,7 +46,7 @@ pub fn rmsnorm_token_f32(c: &[bf16], w: &[f32], eps: f32, vals: &mut [f32]) {
     }
 }
 
-/// rmsnorm for T tokens: c [T,H], w [H] -> out [T,H].
+/// rmsnorm for T tokens: c `[T,H]`, w `[H]` -> out `[T,H]`.
 pub fn rmsnorm(h: usize, eps: f32, c: &[bf16], w: &[f32], out: &mut [bf16]) {
     if h == 0 {
         return;
@@ -64,9 +64,9 @@ pub fn rmsnorm(h: usize, eps: f32, c: &[bf16], w: &[f32], out: &mut [bf16]) {
 
 /// What the layer-input epilogue produces for one token.
 pub struct LayerInputToken<'a> {
-    /// The bf16 layer input [H].
+    /// The bf16 layer input `[H]`.
     pub li: &'a mut [bf16],
-    /// The last f32 values before the bf16 rounding [H] (what MXFP8 quantizes).
+    /// The last f32 values before the bf16 rounding `[H]` (what MXFP8 quantizes).
     pub vals: &'a mut [f32],
 }
 

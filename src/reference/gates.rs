@@ -13,7 +13,7 @@ pub struct MixWeights<'a> {
     pub fn_: &'a [f32],
     /// (pre, post, comb) scales: 3 for a seam, 1 for the head.
     pub scale: &'a [f32],
-    /// base [mixes].
+    /// base `[mixes]`.
     pub base: &'a [f32],
 }
 
@@ -28,7 +28,7 @@ impl MixWeights<'_> {
 /// rounding error near sqrt(K/LANES) ulps.
 const LANES: usize = 16;
 
-/// `sum_k a[k] * b[k]` with a bf16 and b f32, accumulated in [`LANES`] f32 partial sums.
+/// `sum_k a[k] * b[k]` with a bf16 and b f32, accumulated in `LANES` (16) f32 partial sums.
 #[inline]
 pub fn dot_bf16_f32(a: &[bf16], b: &[f32]) -> f32 {
     let mut acc = [0f32; LANES];
@@ -63,7 +63,7 @@ pub fn project_token(xs: &[bf16], h: usize, fn_: &[f32], count: usize, eps: f32,
     }
 }
 
-/// Steps 4-7 for one token: from the mixes `m` to pre [n], post [n] and comb [n,n].
+/// Steps 4-7 for one token: from the mixes `m` to pre `[n]`, post `[n]` and comb `[n,n]`.
 pub fn gates_from_mixes(
     cfg: &Config,
     m: &[f32],
@@ -84,7 +84,7 @@ pub fn gates_from_mixes(
     sinkhorn(n, cfg.sinkhorn_iters, cfg.hc_eps, comb);
 }
 
-/// Step 7 in place on the logits `c` [n,n]: row softmax + eps, a column pass, then
+/// Step 7 in place on the logits `c` `[n,n]`: row softmax + eps, a column pass, then
 /// (iters - 1) row and column passes. `c[a*n + b]`: row a = input stream, column b = output.
 pub fn sinkhorn(n: usize, iters: usize, eps: f32, c: &mut [f32]) {
     for row in c.chunks_mut(n) {
@@ -123,7 +123,7 @@ fn col_pass(n: usize, eps: f32, c: &mut [f32]) {
     }
 }
 
-/// Output of [`gates`]: pre [T,n], post [T,n], comb [T,n,n].
+/// Output of [`gates`]: pre `[T,n]`, post `[T,n]`, comb `[T,n,n]`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Gates {
     /// Pre-mix coefficients.
@@ -145,7 +145,7 @@ impl Gates {
     }
 }
 
-/// gates(r) for T tokens of residual [T,n,H].
+/// gates(r) for T tokens of residual `[T,n,H]`.
 pub fn gates(cfg: &Config, residual: &[bf16], w: MixWeights<'_>) -> Gates {
     gates_rows(cfg, residual, cfg.k(), w.fn_, w.scale, w.base)
 }

@@ -53,7 +53,7 @@ pub struct Sums {
     pub s: Vec<f64>,
 }
 
-/// post_map in f64, before rounding: [T,n,H].
+/// post_map in f64, before rounding: `[T,n,H]`.
 pub fn post_map(n: usize, h: usize, x: &[bf16], r: &[bf16], post: &[f32], comb: &[f32]) -> Sums {
     let t = x.len() / h.max(1);
     let mut out = vec![(0f64, 0f64); t * n * h];
@@ -86,11 +86,11 @@ pub fn post_map(n: usize, h: usize, x: &[bf16], r: &[bf16], post: &[f32], comb: 
 pub struct GatesF64 {
     /// The RMS-scaled projections [T, mixes].
     pub m: Vec<f64>,
-    /// pre [T,n].
+    /// pre `[T,n]`.
     pub pre: Vec<f64>,
-    /// post [T,n].
+    /// post `[T,n]`.
     pub post: Vec<f64>,
-    /// comb [T,n,n].
+    /// comb `[T,n,n]`.
     pub comb: Vec<f64>,
 }
 
@@ -159,7 +159,7 @@ fn concat(parts: Vec<GatesF64>) -> GatesF64 {
     g
 }
 
-/// gates(r) in f64 for residual [T,n,H].
+/// gates(r) in f64 for residual `[T,n,H]`.
 pub fn gates(cfg: &Config, residual: &[bf16], w: MixWeights<'_>) -> GatesF64 {
     let k = cfg.k();
     let fnd: Vec<f64> = w.fn_.iter().map(|v| *v as f64).collect();
@@ -191,7 +191,7 @@ pub fn entry_gates(cfg: &Config, x: &[bf16], w: MixWeights<'_>) -> GatesF64 {
     gates(cfg, &r, w)
 }
 
-/// V4 head coefficients p [T,n] in f64.
+/// V4 head coefficients p `[T,n]` in f64.
 pub fn head_gates(cfg: &Config, residual: &[bf16], w: MixWeights<'_>) -> Vec<f64> {
     let k = cfg.k();
     let fnd: Vec<f64> = w.fn_.iter().map(|v| *v as f64).collect();
@@ -207,7 +207,7 @@ pub fn head_gates(cfg: &Config, residual: &[bf16], w: MixWeights<'_>) -> Vec<f64
         .collect()
 }
 
-/// collapse(r, p) in f64, before rounding: [T,H].
+/// collapse(r, p) in f64, before rounding: `[T,H]`.
 pub fn collapse(n: usize, h: usize, r: &[bf16], p: &[f32]) -> Sums {
     let t = r.len() / (n * h).max(1);
     let pairs: Vec<(f64, f64)> = (0..t * h)
@@ -226,7 +226,7 @@ pub fn collapse(n: usize, h: usize, r: &[bf16], p: &[f32]) -> Sums {
     }
 }
 
-/// rmsnorm(c, w) in f64, before rounding: [T,H].
+/// rmsnorm(c, w) in f64, before rounding: `[T,H]`.
 pub fn rmsnorm(h: usize, eps: f32, c: &[bf16], w: &[f32]) -> Vec<f64> {
     let mut out = vec![0f64; c.len()];
     if h == 0 {

@@ -6,7 +6,7 @@ use rayon::prelude::*;
 /// `r'[j][h] = bf16(post[j] * x[h] + sum_i comb[i][j] * r[i][h])`, accumulated in f32 in the
 /// order written (the post term first, then streams i = 0..n), rounded once.
 ///
-/// Shapes: x [T,H], residual [T,n,H], post [T,n], comb [T,n,n], out [T,n,H].
+/// Shapes: x `[T,H]`, residual `[T,n,H]`, post `[T,n]`, comb `[T,n,n]`, out `[T,n,H]`.
 pub fn post_map(
     n: usize,
     h: usize,
@@ -48,7 +48,7 @@ pub fn post_map_token(
     }
 }
 
-/// Broadcasts x [T,H] to every stream of a residual [T,n,H].
+/// Broadcasts x `[T,H]` to every stream of a residual `[T,n,H]`.
 pub fn expand(n: usize, h: usize, x: &[bf16], out: &mut [bf16]) {
     if h == 0 || n == 0 {
         return;

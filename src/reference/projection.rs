@@ -5,7 +5,7 @@
 use half::bf16;
 use rayon::prelude::*;
 
-/// y [M,N] (f32) from a [M,K] and w [N,K] (bf16).
+/// y `[M,N]` (f32) from a `[M,K]` and w `[N,K]` (bf16).
 pub fn projection(m: usize, n: usize, k: usize, a: &[bf16], w: &[bf16]) -> Vec<f32> {
     dots(m, n, k, a, w, |p| p)
         .into_iter()
