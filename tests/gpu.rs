@@ -87,14 +87,17 @@ fn fused_every_op_every_t(h: usize) {
     gpu!(e, PathChoice::Auto);
     let c = cfg(4, h);
     let mut cases = check::standard_cases(&[1, 2, 3, 7, 16, 33, 128]);
-    // T = 1000 for the seam family with everything on.
-    for op in SEAM_FAMILY {
-        cases.push(Case {
-            op,
-            t: 1000,
-            norm: true,
-            fp8: op.has_layer_input(),
-        });
+    // T = 1000 for the seam family with everything on, and T = 300 (19 tiles: the seams' stream
+    // launch with halves of one and two tiles, plan::stream_plan).
+    for t in [300, 1000] {
+        for op in SEAM_FAMILY {
+            cases.push(Case {
+                op,
+                t,
+                norm: true,
+                fp8: op.has_layer_input(),
+            });
+        }
     }
     cases.push(Case {
         op: Op::Seam,
