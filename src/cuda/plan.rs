@@ -108,8 +108,9 @@ pub fn tail_parts(tiles: u32, h: u32, sms: u32) -> u32 {
 /// tile kernel (PERF_NOTES.md, attempt 84), once the stream launch kept every block of its grid
 /// where the tiles do not fill two a half: the V4.1 seam at T = 225-496 -2 to -20 % at most T at
 /// every H (+1 to +3.8 % at H = 5120, T = 225-256, and at T = 288-304 at 4096 and 7168); the V4
-/// seam at T = 561-1536 -1.6 to -6.5 % at most T (up to +4.3 % at a few, with five waves). Before that change the
-/// minimum was 32 tiles (V4: 128), where the tile kernel had won at fewer with two tiles a half.
+/// seam at T = 561-1536 -1.6 to -6.5 % at most T (up to +4.3 % at a few, with five waves).
+/// Before that change the minimum was 32 tiles (V4: 128), where the tile kernel had won at fewer
+/// with two tiles a half.
 pub const STREAM_MIN_TILES: u32 = 1;
 
 /// The stream variant of a two-launch plan of the seams (kernels/seam.cu, `mhc_seam_st` and
