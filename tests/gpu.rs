@@ -758,6 +758,62 @@ fn the_stream_tiles_launch_gives_the_same_bits() {
     assert!(stream_at_400());
 }
 
+/// `set_two_launch_from` (`MHC_TWO_LAUNCH_FROM_T`): the seams take the two-launch plan from the
+/// asked T (its tiles launch the stream variant where that fits the device) ahead of the cluster
+/// kernel, with the bits of the default route, at T of two tiles up and with a part tile; the
+/// ops without a stream variant keep their route, and T = 16 (one tile) runs in one launch.
+#[test]
+fn two_launches_from_a_small_t_give_the_default_routes_bits() {
+    gpu!(e, PathChoice::Fused);
+    for (op, h, t) in [
+        (Op::Seam, 4096, 17),
+        (Op::Seam, 5120, 100),
+        (Op::Seam, 7168, 200),
+        (Op::SeamV4, 5120, 300),
+        (Op::SeamV4, 7168, 33),
+    ] {
+        let c = cfg(4, h);
+        let spec = InputSpec {
+            op,
+            t,
+            norm: true,
+            proj_nk: (0, 0),
+        };
+        let m = synth::inputs(&c, &spec, (3 * h + t) as u64);
+        let args = OpArgs::from_map(op, &c, &m, true).unwrap();
+        e.set_two_launch_from(None);
+        let (want, before) = e.execute(&args).unwrap();
+        e.set_two_launch_from(Some(1));
+        let p = e.plan_for(op, t, h, false).unwrap().unwrap();
+        assert!(p.split && p.cluster == 0, "{op} H={h} T={t}: {p:?}");
+        let (got, route) = e.execute(&args).unwrap();
+        assert_eq!(route.kernels.len(), 2, "{:?}", route.kernels);
+        assert_eq!(
+            route.kernels[0].ends_with("_st"),
+            p.stream,
+            "{:?}",
+            route.kernels
+        );
+        assert!(
+            got == want,
+            "{op} H={h} T={t}: two launches ({:?}) differ from {:?}",
+            route.kernels,
+            before.kernels
+        );
+    }
+    e.set_two_launch_from(Some(1));
+    let one_tile = e.plan_for(Op::Seam, 16, 5120, false).unwrap().unwrap();
+    assert!(!one_tile.split, "{one_tile:?}");
+    if e.info().cc.0 >= 9 {
+        let p = e
+            .plan_for(Op::PreDelayed, 100, 5120, false)
+            .unwrap()
+            .unwrap();
+        assert!(p.cluster > 0, "pre_delayed left its clusters: {p:?}");
+    }
+    e.set_two_launch_from(None);
+}
+
 /// The tails launch of a two-launch plan split over several blocks a tile (the RMSNorm pass by
 /// slices of H, part 0 also the gates: carried ops with a norm) gives the bits of one block a
 /// tile, for every part count (odd ones, and more parts than vectors to slice), with and without

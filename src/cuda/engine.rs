@@ -312,6 +312,10 @@ pub struct CudaEngine {
     /// Fewest tiles for the seams' stream variant, where forced (`set_stream_min_tiles`;
     /// `MHC_STREAM_MIN_TILES` at start); `None`: `plan::STREAM_MIN_TILES`.
     stream_min_tiles: std::cell::Cell<Option<u32>>,
+    /// The fewest tokens from which the seams take the two-launch plan ahead of the cluster
+    /// kernel, where forced (`set_two_launch_from`; `MHC_TWO_LAUNCH_FROM_T` at start); `None`:
+    /// clusters where they fit, else one launch up to `plan::ONE_LAUNCH_MAX_T`.
+    two_launch_from: std::cell::Cell<Option<usize>>,
     env_proj_plan: Option<plan::ProjOverride>,
     instrumented: bool,
     timeline: RefCell<Timeline>,
@@ -425,6 +429,7 @@ impl CudaEngine {
             tail_parts: std::cell::Cell::new(plan::tail_parts_override()?),
             cluster_waves: std::cell::Cell::new(plan::cluster_waves_override()?),
             stream_min_tiles: std::cell::Cell::new(plan::stream_min_tiles_override()?),
+            two_launch_from: std::cell::Cell::new(plan::two_launch_from_override()?),
             env_proj_plan: plan::projection_override()?,
             instrumented: opts.timeline,
             timeline: RefCell::new(Timeline::default()),
@@ -466,6 +471,15 @@ impl CudaEngine {
     /// restores it. Every value gives the same bits.
     pub fn set_stream_min_tiles(&self, n: Option<u32>) {
         self.stream_min_tiles.set(n);
+    }
+
+    /// Forces the seams (the ops with a stream tiles launch: the V4.1 and the V4 seam) to take
+    /// the two-launch plan from T = max(t, `plan::MIN_SPLIT_T`) up (`Some(t)`), ahead of the
+    /// cluster kernel and of the one-launch plan, unless a cluster size or a tile plan is forced;
+    /// `None` restores the default (and `MHC_TWO_LAUNCH_FROM_T`'s value, if set, is dropped).
+    /// Every value gives the same bits.
+    pub fn set_two_launch_from(&self, t: Option<usize>) {
+        self.two_launch_from.set(t);
     }
 
     /// Blocks a tile's tails take in a two-launch plan of `tiles` tiles at hidden size `h`, for
@@ -623,38 +637,51 @@ impl CudaEngine {
         DeviceBuffer::from_host(&self.dev.ctx, data)
     }
 
-    /// Grows the workspace for every op at up to `max_t` tokens of `cfg` (call before capturing).
+    /// Grows the workspace for every op at up to `max_t` tokens of `cfg` (call before capturing),
+    /// whichever plan a call takes: the tile kernel's in one launch or two (the cluster kernel
+    /// needs no records), at any `set_two_launch_from` setting.
     pub fn reserve(&self, cfg: &Config, max_t: usize) -> Result<()> {
         let stream = self.stream();
+        let mut need = (0, 0, 0);
         for op in [Op::Seam, Op::Entry, Op::Head, Op::Final] {
-            // Workspace needs are piecewise in T (the plan changes with T): cover every boundary.
-            for t in [1, 4, 5, 64, 65, 256, 257, max_t] {
-                if t > max_t {
-                    continue;
-                }
-                // The tile kernel's plan: its records are the larger need (the cluster kernel
-                // needs none), and which kernel a call takes depends on PDL too.
-                if let Some((name, shape)) = fused_kernel(op)
-                    && cfg.n == 4
-                    && cfg.hidden.is_multiple_of(plan::CHUNK)
-                {
-                    let p = self.plan(name, shape, t, cfg.hidden)?;
-                    self.fused_workspace(shape, t, &p, stream)?;
+            let Some((name, shape)) = fused_kernel(op) else {
+                continue;
+            };
+            if cfg.n != 4 || !cfg.hidden.is_multiple_of(plan::CHUNK) {
+                continue;
+            }
+            // Needs are piecewise in T (the plan changes with T): plan::reserve_points.
+            for t in plan::reserve_points(max_t) {
+                for split_from in [plan::ONE_LAUNCH_MAX_T + 1, plan::MIN_SPLIT_T] {
+                    let p = self.plan(name, shape, t, cfg.hidden, split_from)?;
+                    let (m, ss, cnt) = plan::workspace_need(shape, t, &p);
+                    need = (need.0.max(m), need.1.max(ss), need.2.max(cnt));
                 }
             }
+        }
+        if need.0 > 0 {
+            self.ensure_fused_workspace(need, stream)?;
         }
         self.unfused_workspace(cfg, max_t, true, stream)?;
         self.sync()
     }
 
-    fn plan(&self, name: &str, shape: KernelShape, t: usize, h: usize) -> Result<SeamPlan> {
-        plan::plan(
+    fn plan(
+        &self,
+        name: &str,
+        shape: KernelShape,
+        t: usize,
+        h: usize,
+        split_from: usize,
+    ) -> Result<SeamPlan> {
+        plan::plan_split_from(
             shape,
             t,
             h,
             self.dev.info.sm_count,
             &|warps, smem| self.dev.occupancy(name, warps * 32, smem),
             self.plan_override.get().or(self.env_plan),
+            split_from,
         )
     }
 
@@ -689,7 +716,9 @@ impl CudaEngine {
     /// `MHC_CLUSTER_CHANNELS` turn the spreading and the channel variants off. The seams' two-launch
     /// plans take the stream variant of the tiles launch where `plan::stream_plan` applies and it
     /// fits the device (`set_stream_tiles` / `MHC_STREAM`, `set_stream_min_tiles` /
-    /// `MHC_STREAM_MIN_TILES`; a forced tile plan keeps the tile kernel).
+    /// `MHC_STREAM_MIN_TILES`; a forced tile plan keeps the tile kernel); `set_two_launch_from` /
+    /// `MHC_TWO_LAUNCH_FROM_T` moves the seams' two-launch plans down to a smaller T, ahead of the
+    /// cluster kernel.
     fn fused_plan(
         &self,
         op: Op,
@@ -700,9 +729,15 @@ impl CudaEngine {
         let Some((name, shape)) = fused_kernel(op) else {
             return Ok(None);
         };
+        // The seams' two-launch plan from a forced T (set_two_launch_from), ahead of the clusters.
+        let split_from = match self.two_launch_from.get() {
+            Some(n) if stream_kernel(op).is_some() => n.max(plan::MIN_SPLIT_T),
+            _ => plan::ONE_LAUNCH_MAX_T + 1,
+        };
         if cluster_kernel(op, 1).is_some() {
             let forced = self.cluster_override.get().or(self.env_cluster);
-            let tile_forced = self.plan_override.get().or(self.env_plan).is_some();
+            let tile_forced =
+                self.plan_override.get().or(self.env_plan).is_some() || t >= split_from;
             // Without programmatic dependent launch each of a cluster's 16 SMs stages its slice
             // of fn (123 KB at H = 5120) on the critical path: at T <= 4 the tile kernel is
             // faster there (H200, same run: +3 to +14 % for the cluster kernel at H = 5120 and
@@ -820,7 +855,7 @@ impl CudaEngine {
                 )));
             }
         }
-        let p = self.plan(name, shape, t, h)?;
+        let p = self.plan(name, shape, t, h, split_from)?;
         if let Some(st_name) = stream_kernel(op)
             && let min_tiles = self.stream_min_tiles.get().unwrap_or(plan::STREAM_MIN_TILES)
             && self.stream.get()
@@ -867,7 +902,16 @@ impl CudaEngine {
         p: &SeamPlan,
         stream: CUstream,
     ) -> Result<(CUdeviceptr, CUdeviceptr, CUdeviceptr)> {
-        let (m, ss, cnt) = plan::workspace_need(shape, t, p);
+        self.ensure_fused_workspace(plan::workspace_need(shape, t, p), stream)
+    }
+
+    /// The fused kernels' workspace grown to `(records of m, records of sums of squares,
+    /// counters)` bytes (`plan::workspace_need`).
+    fn ensure_fused_workspace(
+        &self,
+        (m, ss, cnt): (usize, usize, usize),
+        stream: CUstream,
+    ) -> Result<(CUdeviceptr, CUdeviceptr, CUdeviceptr)> {
         let mut ws = self.ws.borrow_mut();
         let ws = &mut *ws;
         Ok((
@@ -1261,8 +1305,9 @@ impl CudaEngine {
             )));
         };
         // The stream variant copies the carried coefficients in 16-byte pieces.
+        // (A stream plan is a two-launch plan; its tile plan is the same from any split point.)
         let plan = if plan.stream && ![io.post, io.comb, io.pre].iter().all(|&p| aligned(p, 16)) {
-            self.plan(name, shape, t, h)?
+            self.plan(name, shape, t, h, plan::MIN_SPLIT_T)?
         } else {
             plan
         };

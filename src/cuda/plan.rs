@@ -198,19 +198,34 @@ impl KernelShape {
     }
 }
 
+/// The largest T a tile plan runs in one launch (`default_shape`). On the H200 the cluster kernel
+/// serves T <= 224, and at T = 225-256 two launches measured 23-37 % faster than one (PERF_NOTES.md
+/// attempt 83).
+pub const ONE_LAUNCH_MAX_T: usize = 224;
+
+/// The fewest tokens a two-launch plan takes: two tiles of `MAXTT` (a single tile runs in one).
+pub const MIN_SPLIT_T: usize = MAXTT + 1;
+
+/// `MHC_TWO_LAUNCH_FROM_T=n`, if set: the seams (the ops with a stream tiles launch) take the
+/// two-launch plan from T = max(n, `MIN_SPLIT_T`) up, ahead of the cluster kernel and of the
+/// one-launch plan (the engine reads it once, when it is created). Every value gives the same
+/// bits.
+pub fn two_launch_from_override() -> Result<Option<usize>> {
+    Ok(env_numbers("MHC_TWO_LAUNCH_FROM_T", "a token count", &[1])?.map(|v| v[0] as usize))
+}
+
 /// The heuristic's choice of (w, warps, tt, persistent) for T tokens. Small T: one launch, tiles
 /// of at most 8 tokens so the tail (on the critical path) stays short (16 where tiles of 8 would
 /// take a second wave of blocks, see `plan`), and whole groups of 8 chunks per block, which keeps
 /// the records (and the tail's tree) small: on the H200 this beat 1, 2 and 4 chunks per block at
-/// T = 1 to 128 (PERF_NOTES.md, attempts 3 and 9). Large T (past `ONE_LAUNCH_MAX_T`):
-/// persistent blocks with fn staged in shared memory, and the tails in a second launch. On the
-/// H200 the cluster kernel serves T <= 224, and at T = 225-256 two launches measured 23-37 %
-/// faster than one (PERF_NOTES.md attempt 83).
-fn default_shape(t: usize) -> (u32, u32, u32, bool) {
-    const ONE_LAUNCH_MAX_T: usize = 224;
-    match t {
-        0..=ONE_LAUNCH_MAX_T => (8, 8, t.clamp(1, 8) as u32, false),
-        _ => (8, 8, 16, true),
+/// T = 1 to 128 (PERF_NOTES.md, attempts 3 and 9). From `split_from` tokens (past
+/// `ONE_LAUNCH_MAX_T` unless the engine asks for fewer): persistent blocks with fn staged in
+/// shared memory, and the tails in a second launch.
+fn default_shape(t: usize, split_from: usize) -> (u32, u32, u32, bool) {
+    if t < split_from.max(MIN_SPLIT_T) {
+        (8, 8, t.clamp(1, 8) as u32, false)
+    } else {
+        (8, 8, 16, true)
     }
 }
 
@@ -251,6 +266,20 @@ pub fn plan(
     occupancy: &dyn Fn(u32, u32) -> Result<u32>,
     forced: Option<PlanOverride>,
 ) -> Result<SeamPlan> {
+    plan_split_from(shape, t, h, sms, occupancy, forced, ONE_LAUNCH_MAX_T + 1)
+}
+
+/// `plan`, with the heuristic's two-launch plans from `split_from` tokens up (at least
+/// `MIN_SPLIT_T`) instead of past `ONE_LAUNCH_MAX_T`.
+pub fn plan_split_from(
+    shape: KernelShape,
+    t: usize,
+    h: usize,
+    sms: u32,
+    occupancy: &dyn Fn(u32, u32) -> Result<u32>,
+    forced: Option<PlanOverride>,
+    split_from: usize,
+) -> Result<SeamPlan> {
     let chunks = h.div_ceil(CHUNK);
     let (w, warps, tt, persistent, gy_override) = match forced {
         Some((w, warps, tt, gy)) => {
@@ -267,7 +296,7 @@ pub fn plan(
             (w, warps, tt, gy > 0, gy)
         }
         None => {
-            let (w, warps, mut tt, p) = default_shape(t);
+            let (w, warps, mut tt, p) = default_shape(t, split_from);
             // One launch: tiles of 16 tokens when tiles of 8 would need a second wave of blocks
             // (on the H200 at H = 5120: T = 128 30.6 -> 29.3 us, T = 192 35.8 -> 30.4 us, the
             // same at T = 64, slower at T = 32; BENCHMARKS.md, plan tuning).
@@ -509,6 +538,15 @@ pub fn cluster_plan(
         mtiles,
         stream: false,
     })
+}
+
+/// The token counts at which `CudaEngine::reserve` sizes the tile kernel's workspace for calls of
+/// up to `max_t` tokens: every T up to `ONE_LAUNCH_MAX_T + 1`, where a plan's tiles change with T
+/// (tiles of 8 or 16 tokens, one launch or two) and its counters are not monotone in T, then
+/// `max_t` (past `ONE_LAUNCH_MAX_T` the two-launch plan's needs grow with T).
+pub fn reserve_points(max_t: usize) -> impl Iterator<Item = usize> {
+    let dense = max_t.min(ONE_LAUNCH_MAX_T + 1);
+    (1..=dense).chain((max_t > dense).then_some(max_t))
 }
 
 /// Workspace bytes a plan needs: (records of m, records of sums of squares, counters).
@@ -834,6 +872,80 @@ mod tests {
         assert_eq!(tail_parts(264, 7168, 132), 2); // T = 4224
         assert_eq!(tail_parts(265, 4096, 132), 1); // T = 4240
         assert_eq!(tail_parts(1024, 5120, 132), 1); // T = 16384: one block a tile
+    }
+
+    #[test]
+    fn two_launch_plans_start_where_asked_and_at_two_tiles() {
+        let shape = KernelShape { nin: 4, nmix: 24 };
+        let occ = |_w: u32, _s: u32| -> Result<u32> { Ok(2) };
+        let at = |t, from| plan_split_from(shape, t, 5120, 132, &occ, None, from).unwrap();
+        // The default: one launch up to ONE_LAUNCH_MAX_T.
+        assert!(
+            !plan(shape, ONE_LAUNCH_MAX_T, 5120, 132, &occ, None)
+                .unwrap()
+                .split
+        );
+        assert!(
+            plan(shape, ONE_LAUNCH_MAX_T + 1, 5120, 132, &occ, None)
+                .unwrap()
+                .split
+        );
+        // From a smaller T: tiles of 16 and the tails in a second launch, the same plan as past
+        // ONE_LAUNCH_MAX_T would be for that T; never one tile (T <= 16) in two launches.
+        for (t, from, split) in [
+            (100, 100, true),
+            (99, 100, false),
+            (17, 1, true),
+            (16, 1, false),
+        ] {
+            let p = at(t, from);
+            assert_eq!(p.split, split, "T={t} from {from}");
+            if split {
+                assert_eq!((p.tt, p.tiles), (16, t.div_ceil(16) as u32));
+                assert_eq!(p, at(t, MIN_SPLIT_T));
+                // Its stream variant: at most one block a two tiles.
+                let s = stream_plan(shape, &p, 132, STREAM_MIN_TILES).unwrap();
+                assert_eq!(s.grid_y, 6.min(p.tiles.div_ceil(2)), "T={t}");
+            }
+        }
+    }
+
+    /// `reserve_points` find the largest workspace any call of up to max_t tokens needs, under
+    /// either split point (brute force over every T), at H where the one-launch tiles are 8
+    /// tokens (more tiles than a two-launch plan of a larger T) and where they are 16.
+    #[test]
+    fn reserve_points_cover_every_smaller_t() {
+        let occ = |_w: u32, _s: u32| -> Result<u32> { Ok(2) };
+        let max3 = |a: (usize, usize, usize), b: (usize, usize, usize)| {
+            (a.0.max(b.0), a.1.max(b.1), a.2.max(b.2))
+        };
+        for shape in [
+            KernelShape { nin: 4, nmix: 24 },
+            KernelShape { nin: 1, nmix: 24 },
+            KernelShape { nin: 4, nmix: 0 },
+        ] {
+            for h in [256, 1024, 4096, 5120, 7168] {
+                for sms in [16, 132] {
+                    for max_t in [1, 16, 17, 100, 224, 225, 300, 433, 1000] {
+                        let need = |t, from| {
+                            let p = plan_split_from(shape, t, h, sms, &occ, None, from).unwrap();
+                            workspace_need(shape, t, &p)
+                        };
+                        let both = |t| max3(need(t, ONE_LAUNCH_MAX_T + 1), need(t, MIN_SPLIT_T));
+                        let all = (1..=max_t).map(both).fold((0, 0, 0), max3);
+                        let at_points = reserve_points(max_t).map(both).fold((0, 0, 0), max3);
+                        assert_eq!(at_points, all, "H={h} sms={sms} max_t={max_t} {shape:?}");
+                    }
+                }
+            }
+        }
+        // The points the engine once used missed T = 224's counters (28 tiles of 8 at H = 1024)
+        // when max_t = 300 (19 tiles of 16).
+        let shape = KernelShape { nin: 4, nmix: 24 };
+        let p224 = plan(shape, 224, 1024, 132, &occ, None).unwrap();
+        let p300 = plan(shape, 300, 1024, 132, &occ, None).unwrap();
+        assert!(p224.tiles > p300.tiles, "{p224:?} {p300:?}");
+        assert!(reserve_points(300).any(|t| t == 224));
     }
 
     #[test]
