@@ -729,15 +729,18 @@ impl CudaEngine {
         let Some((name, shape)) = fused_kernel(op) else {
             return Ok(None);
         };
-        // The seams' two-launch plan from a forced T (set_two_launch_from), ahead of the clusters.
-        let split_from = match self.two_launch_from.get() {
-            Some(n) if stream_kernel(op).is_some() => n.max(plan::MIN_SPLIT_T),
-            _ => plan::ONE_LAUNCH_MAX_T + 1,
+        // The seams' two-launch plan from a forced T (set_two_launch_from), ahead of the clusters;
+        // by default the clusters where they fit (the V4 seam's waves reach past
+        // ONE_LAUNCH_MAX_T), else one launch up to ONE_LAUNCH_MAX_T.
+        let early_split = match self.two_launch_from.get() {
+            Some(n) if stream_kernel(op).is_some() => Some(n.max(plan::MIN_SPLIT_T)),
+            _ => None,
         };
+        let split_from = early_split.unwrap_or(plan::ONE_LAUNCH_MAX_T + 1);
         if cluster_kernel(op, 1).is_some() {
             let forced = self.cluster_override.get().or(self.env_cluster);
-            let tile_forced =
-                self.plan_override.get().or(self.env_plan).is_some() || t >= split_from;
+            let tile_forced = self.plan_override.get().or(self.env_plan).is_some()
+                || early_split.is_some_and(|n| t >= n);
             // Without programmatic dependent launch each of a cluster's 16 SMs stages its slice
             // of fn (123 KB at H = 5120) on the critical path: at T <= 4 the tile kernel is
             // faster there (H200, same run: +3 to +14 % for the cluster kernel at H = 5120 and
