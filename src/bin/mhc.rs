@@ -395,7 +395,7 @@ fn cmd_check(a: CheckArgs) -> Result<bool> {
     let tokens = if !a.tokens.is_empty() {
         a.tokens.clone()
     } else if gpu {
-        vec![1, 2, 3, 7, 16, 33, 128, 1000]
+        vec![1, 2, 3, 7, 16, 33, 128, 300, 1000]
     } else {
         vec![1, 3, 17, 128]
     };
