@@ -20,6 +20,13 @@ pub mod oracle;
 pub mod post_map;
 pub mod projection;
 
+/// Whether this x86-64 CPU has FMA, so that post_map's and the collapse's `f32::mul_add` can run
+/// as one instruction instead of a libm call (the bits are the same either way: IEEE fma).
+#[cfg(target_arch = "x86_64")]
+fn cpu_has_fma() -> bool {
+    std::is_x86_feature_detected!("fma")
+}
+
 pub use ops::execute;
 
 use half::bf16;

@@ -120,10 +120,10 @@ __device__ __forceinline__ uint4 ld_cg4_hint(const void* ptr, unsigned long long
   return v;
 }
 
-// acc + c * v with the product rounded to f32 before the add, never fused: post_map and the
-// collapse (SPEC sections 3 and 4) accumulate this way in every kernel, as the CPU reference does,
-// so that the bf16 outputs match it bit for bit.
-__device__ __forceinline__ float mul_add_rn(float acc, float c, float v) { return __fadd_rn(acc, __fmul_rn(c, v)); }
+// acc + c * v fused, one rounding (IEEE fma): post_map and the collapse (SPEC sections 3 and 4)
+// accumulate this way in every kernel, in the order written, as the CPU reference does
+// (`f32::mul_add`), so that the bf16 outputs match it bit for bit.
+__device__ __forceinline__ float mul_add_rn(float acc, float c, float v) { return __fmaf_rn(c, v, acc); }
 
 // The RMS factor 1/sqrt(ss/count + eps): the mean rounded to f32 once, then IEEE sqrt and
 // division (NVRTC compiles with prec-sqrt and prec-div on), exactly as reference::rms_factor.
