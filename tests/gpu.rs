@@ -333,10 +333,10 @@ fn the_cluster_kernel_serves_small_t() {
     e.set_cluster_channels(true);
     assert_eq!(kernel(33), small);
     assert_eq!(kernel(112), small);
-    // Past seven clusters of 16 tokens, tiles of 32 tokens: T <= 224 in one wave.
+    // Past seven clusters of 16 tokens, tiles of 32 tokens: T <= 224 in one wave, unless the
+    // stream tiles launch takes the call in one round (plan::stream_ahead_of_clusters; its
+    // sms / 20 blocks of two halves at H = 5120, 12 halves on the H200: T <= 192).
     let small2 = or_tile("mhc_seam_clp2", "mhc_seam");
-    assert_eq!(kernel(113), small2);
-    assert_eq!(kernel(224), small2);
     // Past that the tile kernel in two launches (tiles, then their tails: plan.rs,
     // ONE_LAUNCH_MAX_T), the tiles by the stream variant where it fits the device
     // (plan::stream_plan), the tails split by slices of H (plan::tail_parts: several blocks a
@@ -344,6 +344,18 @@ fn the_cluster_kernel_serves_small_t() {
     let two_launches = |k: &str| {
         k.starts_with("mhc_seam,mhc_seam_tails") || k.starts_with("mhc_seam_st,mhc_seam_tails")
     };
+    let streams = |k: &str| k.starts_with("mhc_seam_st,mhc_seam_tails");
+    let sms = e.info().sm_count as usize;
+    let halves_5120 = 2 * (sms / 20);
+    for t in [113, 176, 224] {
+        let k = kernel(t);
+        let rounds = t.div_ceil(16).div_ceil(halves_5120);
+        if clusters && rounds == 1 {
+            assert!(streams(&k), "T={t}: {k}");
+        } else {
+            assert_eq!(k, small2, "T={t}");
+        }
+    }
     assert!(two_launches(&kernel(225)), "{}", kernel(225));
     assert!(kernel(300).contains(",mhc_seam_tails x"), "{}", kernel(300));
     if clusters {
@@ -401,7 +413,7 @@ fn the_cluster_kernel_serves_small_t() {
     assert_eq!(kernel_v4(673), tile_v4(673));
     e.set_use_prepared_fn(false);
     assert_eq!(kernel(1), or_tile("mhc_seam_cl_ch1", "mhc_seam"));
-    assert_eq!(kernel(128), or_tile("mhc_seam_cl2", "mhc_seam"));
+    assert_eq!(kernel(224), or_tile("mhc_seam_cl2", "mhc_seam"));
     e.set_use_prepared_fn(true);
     // Tiles of 32 forced at small T, and of 16 at T = 128 (8 clusters: then two waves of them,
     // plan::CARRIED_WAVES, up to 14 tiles; past that the tile kernel).
@@ -439,10 +451,18 @@ fn the_cluster_kernel_serves_small_t() {
     assert!(err.contains("clusters of 40"), "{err}");
     e.set_cluster_override(None);
     // H = 7168: tiles of 32 do not fit the kernel's warps, so past one wave (T > 112) two waves of
-    // tiles of 16 (plan::CARRIED_WAVES) up to T = 224, then the tile kernel.
+    // tiles of 16 (plan::CARRIED_WAVES) up to T = 224, then the tile kernel; the stream tiles
+    // launch goes ahead of those two waves where it takes at most two rounds (sms / 28 blocks of
+    // two halves: T <= 256 on the H200).
     let kernel7 = |t: usize| kernels_at(&c7, Op::Seam, t);
+    let halves_7168 = 2 * (sms / 28);
     for t in [33, 112, 113, 224] {
         let k = kernel7(t);
+        let rounds = t.div_ceil(16).div_ceil(halves_7168);
+        if clusters && t > 112 && rounds <= 2 {
+            assert!(streams(&k), "H=7168 T={t}: {k}");
+            continue;
+        }
         assert!(
             if clusters {
                 k.starts_with("mhc_seam_cl") && !k.contains("cl2") && !k.contains(',')
@@ -453,6 +473,10 @@ fn the_cluster_kernel_serves_small_t() {
         );
     }
     assert!(two_launches(&kernel7(225)), "{}", kernel7(225));
+    // Without PDL the clusters keep T <= 224 (the rule was measured with PDL only).
+    e.set_pdl(false);
+    assert!(!kernel7(113).contains(','), "{}", kernel7(113));
+    e.set_pdl(true);
 }
 
 /// mhc_fn_split against its CPU twin, bit for bit, on weights with signs, zeros, subnormals,
@@ -768,7 +792,8 @@ fn two_launches_from_a_small_t_give_the_default_routes_bits() {
     for (op, h, t) in [
         (Op::Seam, 4096, 17),
         (Op::Seam, 5120, 100),
-        (Op::Seam, 7168, 200),
+        (Op::Seam, 7168, 100),
+        (Op::Seam, 5120, 224),
         (Op::SeamV4, 5120, 300),
         (Op::SeamV4, 7168, 33),
     ] {

@@ -716,9 +716,12 @@ impl CudaEngine {
     /// `MHC_CLUSTER_CHANNELS` turn the spreading and the channel variants off. The seams' two-launch
     /// plans take the stream variant of the tiles launch where `plan::stream_plan` applies and it
     /// fits the device (`set_stream_tiles` / `MHC_STREAM`, `set_stream_min_tiles` /
-    /// `MHC_STREAM_MIN_TILES`; a forced tile plan keeps the tile kernel); `set_two_launch_from` /
-    /// `MHC_TWO_LAUNCH_FROM_T` moves the seams' two-launch plans down to a smaller T, ahead of the
-    /// cluster kernel.
+    /// `MHC_STREAM_MIN_TILES`; a forced tile plan keeps the tile kernel). With PDL and nothing
+    /// forced, the V4.1 seam's two-launch plan also goes ahead of a cluster plan past one wave of
+    /// tiles of 16 where its stream launch takes no more rounds than the clusters take waves
+    /// (`plan::stream_ahead_of_clusters`; on the H200 T = 113-192 at H = 5120, 113-224 at 4096 and
+    /// 7168); `set_two_launch_from` / `MHC_TWO_LAUNCH_FROM_T` moves the seams' two-launch plans
+    /// down to a smaller T, ahead of the cluster kernel.
     fn fused_plan(
         &self,
         op: Op,
@@ -765,6 +768,17 @@ impl CudaEngine {
             // Passes of (waves of clusters, tiles of 32 allowed). The V4 seam's (collapse after
             // the gates): up to `collapse_after_gates_waves` waves. The carried ops': one wave of
             // any tiles, then up to `CARRIED_WAVES` waves of tiles of 16 (H = 7168 at T = 113-224).
+            // By default (nothing forced, PDL on) the V4.1 seam may take its two launches ahead
+            // of a cluster plan (plan::stream_ahead_of_clusters); not the V4 seam, whose tails
+            // form its collapse after the gates (2x slower there, attempt 85).
+            let stream_may_lead = forced.is_none()
+                && !tile_forced
+                && early_split.is_none()
+                && self.cluster_mtiles.get().or(self.env_mtiles).is_none()
+                && pdl
+                && stream_kernel(op).is_some()
+                && !collapse_after_gates(op)
+                && t >= plan::MIN_SPLIT_T;
             let passes = if collapse_after_gates(op) {
                 let waves = self
                     .cluster_waves
@@ -808,6 +822,7 @@ impl CudaEngine {
                                     p.tiles.div_ceil(waves)
                                 };
                                 if active >= need {
+                                    let cl_waves = p.tiles.div_ceil(active);
                                     // How many clusters the call's rows spread over (0: whole
                                     // tiles). Tiles of 32 tokens: smaller tiles over as many
                                     // clusters as run at once (never more shared memory a block, so
@@ -839,6 +854,22 @@ impl CudaEngine {
                                         })
                                         .flatten()
                                         .unwrap_or(p);
+                                    // Past one wave of tiles of 16 tokens, the V4.1 seam's
+                                    // two launches where their stream launch takes no more
+                                    // rounds than the clusters take waves (attempt 85).
+                                    if stream_may_lead {
+                                        let two = self.tile_plan(
+                                            op,
+                                            name,
+                                            shape,
+                                            t,
+                                            h,
+                                            plan::MIN_SPLIT_T,
+                                        )?;
+                                        if plan::stream_ahead_of_clusters(&two, mt, cl_waves) {
+                                            return Ok(Some((name, shape, two)));
+                                        }
+                                    }
                                     // Tiles of at most 4 tokens: lanes by channels (attempt 39).
                                     let kname = channel_variant(kname, p.tt)
                                         .filter(|_| channels)
@@ -858,6 +889,24 @@ impl CudaEngine {
                 )));
             }
         }
+        Ok(Some((
+            name,
+            shape,
+            self.tile_plan(op, name, shape, t, h, split_from)?,
+        )))
+    }
+
+    /// The tile kernel's plan for `op` (one launch below `split_from`, else two), its tiles
+    /// launch the stream variant where `plan::stream_plan` applies and it fits the device.
+    fn tile_plan(
+        &self,
+        op: Op,
+        name: &str,
+        shape: KernelShape,
+        t: usize,
+        h: usize,
+        split_from: usize,
+    ) -> Result<SeamPlan> {
         let p = self.plan(name, shape, t, h, split_from)?;
         if let Some(st_name) = stream_kernel(op)
             && let min_tiles = self.stream_min_tiles.get().unwrap_or(plan::STREAM_MIN_TILES)
@@ -867,9 +916,9 @@ impl CudaEngine {
             // Its 210 KB fit the H100 and H200, not every GPU.
             && sp.smem <= self.dev.max_dynamic_smem(st_name)?
         {
-            return Ok(Some((name, shape, sp)));
+            return Ok(sp);
         }
-        Ok(Some((name, shape, p)))
+        Ok(p)
     }
 
     fn ensure<T: Elem>(

@@ -145,6 +145,26 @@ pub fn stream_plan(shape: KernelShape, p: &SeamPlan, sms: u32, min_tiles: u32) -
     })
 }
 
+/// Rounds of a stream plan's tiles launch: its halves (two a block) take the tiles round-robin.
+pub fn stream_rounds(p: &SeamPlan) -> u32 {
+    p.tiles.div_ceil(2 * p.grid_y.max(1))
+}
+
+/// Whether the V4.1 seam takes its two-launch plan `two` ahead of a cluster plan in tiles of
+/// `cluster_mt` x 16 tokens over `cluster_waves` waves: only where `two`'s tiles launch is the
+/// stream variant, the clusters cannot hold the call in one wave of tiles of 16 (they take tiles of
+/// 32, or more waves), and the stream launch takes no more rounds than the clusters take waves
+/// (tiles of 32 in one wave count as one). Measured on the H200 with PDL (PERF_NOTES.md attempt
+/// 85): one round of the stream launch costs about 15-16 us at every H against 16.5-19.4 for one
+/// wave of tiles of 32 at H = 5120 (T = 113-176); two rounds (23-24 us) beat two waves of tiles of
+/// 16 (23.5-33.3 us at H = 7168, T = 113-224) but not one wave of tiles of 32 (20.0 us at H = 5120,
+/// T = 224); one wave of tiles of 16 (T <= 112) stays ahead of either.
+pub fn stream_ahead_of_clusters(two: &SeamPlan, cluster_mt: u32, cluster_waves: u32) -> bool {
+    two.stream
+        && (cluster_mt > 1 || cluster_waves > 1)
+        && stream_rounds(two) <= cluster_waves.max(1)
+}
+
 /// Bytes of fn prepared by `mhc_fn_split` per chunk of 32 channels and stream: the weights of
 /// the chunk's two projection steps in the lanes' fragment order, 12 a lane each (kernels/seam.cu,
 /// FNP_WORDS): the bytes of fn itself.
@@ -946,6 +966,66 @@ mod tests {
         let p300 = plan(shape, 300, 1024, 132, &occ, None).unwrap();
         assert!(p224.tiles > p300.tiles, "{p224:?} {p300:?}");
         assert!(reserve_points(300).any(|t| t == 224));
+    }
+
+    #[test]
+    fn the_stream_launch_leads_the_clusters_where_it_takes_fewer_rounds() {
+        // The H200's shapes: 132 SMs, seven clusters of 16 at once, tiles of 32 tokens fit the
+        // cluster kernel at H = 4096 and 5120, not at 7168 (two waves of tiles of 16 there).
+        let shape = KernelShape { nin: 4, nmix: 24 };
+        let occ = |_w: u32, _s: u32| -> Result<u32> { Ok(2) };
+        let leads = |h: usize, t: usize| {
+            let p = plan_split_from(shape, t, h, 132, &occ, None, MIN_SPLIT_T).unwrap();
+            let two = stream_plan(shape, &p, 132, STREAM_MIN_TILES).unwrap_or(p);
+            let tiles16 = t.div_ceil(MAXTT) as u32;
+            let (mt, waves) = if tiles16 <= 7 {
+                (1, 1)
+            } else if h == 7168 {
+                (1, tiles16.div_ceil(7))
+            } else {
+                (2, 1)
+            };
+            stream_ahead_of_clusters(&two, mt, waves)
+        };
+        // One wave of tiles of 16: the clusters.
+        for h in [4096, 5120, 7168] {
+            for t in [17, 64, 100, 112] {
+                assert!(!leads(h, t), "H={h} T={t}");
+            }
+        }
+        // H = 5120: 12 halves, one round up to 12 tiles (T = 192); two rounds lose to one wave of
+        // tiles of 32.
+        for t in [113, 128, 176, 192] {
+            assert!(leads(5120, t), "T={t}");
+        }
+        for t in [193, 208, 224] {
+            assert!(!leads(5120, t), "T={t}");
+        }
+        // H = 4096: 16 halves, one round up to T = 256.
+        for t in [113, 128, 176, 224] {
+            assert!(leads(4096, t), "T={t}");
+        }
+        // H = 7168: 8 halves, two rounds up to T = 256 against two waves of clusters.
+        for t in [113, 128, 129, 176, 224] {
+            assert!(leads(7168, t), "T={t}");
+        }
+        // Not where the tiles launch is not the stream variant.
+        let p = plan_split_from(shape, 128, 5120, 132, &occ, None, MIN_SPLIT_T).unwrap();
+        assert!(!p.stream && !stream_ahead_of_clusters(&p, 2, 1));
+        let sp = stream_plan(shape, &p, 132, STREAM_MIN_TILES).unwrap();
+        assert_eq!(stream_rounds(&sp), 1);
+        assert_eq!(
+            stream_rounds(
+                &stream_plan(
+                    shape,
+                    &plan_split_from(shape, 400, 5120, 132, &occ, None, MIN_SPLIT_T).unwrap(),
+                    132,
+                    STREAM_MIN_TILES
+                )
+                .unwrap()
+            ),
+            3
+        );
     }
 
     #[test]
