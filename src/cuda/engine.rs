@@ -857,7 +857,8 @@ impl CudaEngine {
                                     // Past one wave of tiles of 16 tokens, the V4.1 seam's
                                     // two launches where their stream launch takes no more
                                     // rounds than the clusters take waves (attempt 85).
-                                    if stream_may_lead {
+                                    if stream_may_lead && plan::clusters_past_one_wave(mt, cl_waves)
+                                    {
                                         let two = self.tile_plan(
                                             op,
                                             name,

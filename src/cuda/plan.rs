@@ -161,8 +161,15 @@ pub fn stream_rounds(p: &SeamPlan) -> u32 {
 /// T = 224); one wave of tiles of 16 (T <= 112) stays ahead of either.
 pub fn stream_ahead_of_clusters(two: &SeamPlan, cluster_mt: u32, cluster_waves: u32) -> bool {
     two.stream
-        && (cluster_mt > 1 || cluster_waves > 1)
+        && clusters_past_one_wave(cluster_mt, cluster_waves)
         && stream_rounds(two) <= cluster_waves.max(1)
+}
+
+/// Whether a cluster plan in tiles of `cluster_mt` x 16 tokens over `cluster_waves` waves is past
+/// one wave of tiles of 16 (where `stream_ahead_of_clusters` may prefer the two launches; below,
+/// the engine need not form the two-launch plan at all).
+pub fn clusters_past_one_wave(cluster_mt: u32, cluster_waves: u32) -> bool {
+    cluster_mt > 1 || cluster_waves > 1
 }
 
 /// Bytes of fn prepared by `mhc_fn_split` per chunk of 32 channels and stream: the weights of
