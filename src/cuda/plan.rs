@@ -783,7 +783,7 @@ pub fn projection_plan(
         }
         return Ok(ProjPlan {
             kernel,
-            kpw: 0,
+            kpw: forced.map_or(0, |f| f.0),
             nst: 0,
             smem: smem as u32,
             blocks: (n.div_ceil(16).max(1) * (8 / cw)) as u32,

@@ -532,7 +532,7 @@ __device__ __forceinline__ void proj_rs_body(const bf16_t* __restrict__ a, const
 // the same k-blocks, MMAs, accumulators and order as RR, so the bits are every other plan's.
 template <int CW, int CR, int CS>
 __device__ __forceinline__ void proj_rc_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
-                                             float* __restrict__ y, int M, int N, int K, u64* tl) {
+                                             float* __restrict__ y, int M, int N, int K, bool late, u64* tl) {
   constexpr int CN = PNW / CW;      // blocks per cluster
   constexpr int NT = CW * WARP;     // threads per block
   constexpr int NA = (CR + CS) * 4; // lane-private vectors of a
@@ -543,7 +543,7 @@ __device__ __forceinline__ void proj_rc_body(const bf16_t* __restrict__ a, const
   __shared__ float part[PNW][PMAX][8];  // rank 0's: every warp's sums
   __shared__ unsigned long long rbar;   // rank 0's: the other ranks' sums have landed
   STAMP(tl, PTL_ENTRY);
-  pdl_trigger();
+  if (!late) pdl_trigger();
   const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
   const int g = lane >> 2, q = lane & 3;
   const u32 rank = CN > 1 ? cluster_rank() : 0;
@@ -589,6 +589,7 @@ __device__ __forceinline__ void proj_rc_body(const bf16_t* __restrict__ a, const
   STAMP(tl, PTL_ISSUED);
 
   pdl_wait();  // a may be the previous kernel's output; y may still be read by it
+  if (late) pdl_trigger();
   STAMP(tl, PTL_WAITED);
   const bool a0ok = g < mrows;
   if (a0ok) {
@@ -708,7 +709,7 @@ PROJ_RS_KERNEL(mhc_projection_rs2, 2)
   extern "C" __global__ void __launch_bounds__(CW * WARP, MINB)                               \
       name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst, \
            u64* tl) {                                                                         \
-    proj_rc_body<CW, CR, CS>(a, w, y, M, N, K, tl);                                           \
+    proj_rc_body<CW, CR, CS>(a, w, y, M, N, K, kpw != 0, tl);                                           \
   }
 PROJ_RC_KERNEL(mhc_projection_rc1_c4, 1, 4, 0, 8)
 PROJ_RC_KERNEL(mhc_projection_rc1_c5, 1, 5, 0, 8)
