@@ -966,14 +966,15 @@ fn lanes_by_channels_give_the_same_bits() {
 /// Every projection plan (stage width, ring depth, one slot or eight, one to three n-tiles per
 /// block, n-tiles of 8 or 16 rows of w (the operands swapped), w held in registers (one or
 /// several tiles per block, a second tile in shared memory, the rows dealt evenly with up to 4
-/// past the register tile), the heuristic's and the measured table's) gives the bits of the
+/// past the register tile, tiles of 8 rows in registers), the heuristic's and the measured
+/// table's) gives the bits of the
 /// default plan, at shapes with a part tile (N = 300, 1000, 33, 2500),
 /// several tiles per block and a part of a stage (K = 4104), for resident and staged rows of a.
 #[test]
 fn every_projection_plan_gives_the_same_bits() {
     gpu!(e, PathChoice::Fused);
     let c = cfg(4, 5120);
-    let plans: [(u32, u32, u32, u32, u32); 25] = [
+    let plans: [(u32, u32, u32, u32, u32); 28] = [
         (0, 0, 0, 0, 0),
         (1, 1, 0, 0, 0),
         (1, 8, 0, 0, 0),
@@ -999,6 +1000,9 @@ fn every_projection_plan_gives_the_same_bits() {
         (0, 0, 0, 16, 3),
         (0, 0, 0, 0, 4),
         (0, 0, 3, 16, 4),
+        (0, 0, 0, 0, 6),
+        (0, 0, 1, 0, 6),
+        (0, 0, 3, 8, 6),
     ];
     // (1, 2560, 7168), (2, 2560, 4096), (4, 1024, 5120) and (3, 2048, 5120) take measured plans by
     // default (plan.rs: w streamed through registers, then w in registers); (0, 0, 0, 0, 0) is the

@@ -746,6 +746,35 @@ pub fn projection_plan(
             ),
         });
     }
+    // regs = 6: tiles of 8 rows in registers (the operands as the ring kernel's), up to 7
+    // k-blocks a warp; two blocks an SM up to K = 5120; tpb = 0 spreads the tiles over as many
+    // blocks as run at once, else tpb tiles a block.
+    if regs == 6 {
+        let ck = k.div_ceil(128).div_ceil(8);
+        let (kernel, per_sm) = match ck {
+            0..=4 => ("mhc_projection_rr8_c4", 2),
+            5 => ("mhc_projection_rr8_c5", 2),
+            _ => ("mhc_projection_rr8_c7", 1),
+        };
+        let smem = a_unpadded;
+        if !res || ck > 7 || !matches!(rows, 0 | 8) || smem > budget {
+            return Err(Error::Unsupported(format!(
+                "projection plan with tiles of 8 rows in registers (regs = 6) at M={m}, K={k}, N={n}: needs tiles of 8 rows, M <= 8, K <= 7168 and {smem} bytes of shared memory ({budget} available)"
+            )));
+        }
+        let tiles = n.div_ceil(8).max(1);
+        let blocks = match forced.map_or(0, |f| f.2 as usize) {
+            0 => tiles.min(per_sm * sms.max(1) as usize),
+            tpb => tiles.div_ceil(tpb),
+        };
+        return Ok(ProjPlan {
+            kernel,
+            kpw: 0,
+            nst: 0,
+            smem: smem as u32,
+            blocks: blocks as u32,
+        });
+    }
     // The register-resident variants: tiles of 16 rows, up to 5 k-blocks per warp in registers
     // and 2 more in shared memory (32 KB each; K <= 7168); regs = 2: two tiles a block, the
     // second whole in shared memory (K <= 5120).
@@ -1235,6 +1264,47 @@ mod tests {
         assert_eq!([tt(7), tt(12), tt(13), tt(28)], [Some(4); 4]);
         assert_eq!(tt(29), None);
         assert_eq!(small_tile_tokens(16, 3), None);
+    }
+
+    #[test]
+    fn register_tiles_of_8_rows() {
+        let budget = 227 * 1024 - 4200;
+        let pp =
+            |m, k, n, tpb| projection_plan(m, k, n, 132, true, budget, Some((0, 0, tpb, 0, 6)));
+        for (k, n, tpb, kernel, blocks) in [
+            (4096, 1024, 0, "mhc_projection_rr8_c4", 128),
+            (4096, 2560, 0, "mhc_projection_rr8_c4", 264),
+            (4096, 2560, 1, "mhc_projection_rr8_c4", 320),
+            (5120, 2048, 2, "mhc_projection_rr8_c5", 128),
+            (7168, 2048, 0, "mhc_projection_rr8_c7", 132),
+            (1032, 33, 0, "mhc_projection_rr8_c4", 5),
+        ] {
+            let p = pp(4, k, n, tpb).unwrap();
+            assert_eq!(
+                (p.kernel, p.blocks, p.smem),
+                (kernel, blocks, 4 * 2 * k as u32),
+                "{k} {n} {tpb}"
+            );
+        }
+        // Refused by name: K past 7168, M past 8, tiles of 16 rows.
+        assert!(
+            pp(1, 8192, 1024, 0)
+                .unwrap_err()
+                .to_string()
+                .contains("tiles of 8 rows in registers")
+        );
+        assert!(
+            pp(9, 4096, 1024, 0)
+                .unwrap_err()
+                .to_string()
+                .contains("tiles of 8 rows in registers")
+        );
+        let e = projection_plan(1, 4096, 1024, 132, true, budget, Some((0, 0, 0, 16, 6)));
+        assert!(
+            e.unwrap_err()
+                .to_string()
+                .contains("tiles of 8 rows in registers")
+        );
     }
 
     #[test]

@@ -519,6 +519,93 @@ __device__ __forceinline__ void proj_rs_body(const bf16_t* __restrict__ a, const
   STAMP(tl, PTL_EXIT);
 }
 
+// The register-resident variant in tiles of 8 rows (RR8; M <= 8, K <= CR * 1024): RR with the
+// operands as the ring kernel's m4/m8 have them (the tokens are the MMA's 16-row side, rows g of
+// a; w row g is the MMA's 8 columns), so a lane holds 16 registers of w a k-block, not 32, and a
+// block's tile is half RR's: two blocks share an SM at K <= 4096, and a call of 128 tiles (N = 1024)
+// covers 128 SMs instead of RR's 64. Block b owns the tiles [b*NT/G, (b+1)*NT/G) of 8 rows; every
+// warp loads its k-blocks (kb = c * PNW + warp, as every plan) of each tile into registers before
+// pdl_wait() (the first tile; the next after computing the current one), the rows of a land in
+// one bulk copy after the wait, and the tile end is the ring kernel's (non-W16 layout). Same
+// products, MMA sequence, accumulators and warp order as every plan: the same bits.
+template <int CR>
+__device__ __forceinline__ void proj_rr8_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
+                                              float* __restrict__ y, int M, int N, int K, u64* tl) {
+  extern __shared__ __align__(128) unsigned char psm[];  // the resident rows of a, unpadded
+  __shared__ float part[PNW][PMAX][8];
+  __shared__ unsigned long long abar;
+  STAMP(tl, PTL_ENTRY);
+  pdl_trigger();
+  const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+  const int g = lane >> 2, q = lane & 3;
+  const int arow = 2 * K;
+  const int nt = (N + 7) / 8;
+  const int t0 = (int)((long long)blockIdx.x * nt / gridDim.x);
+  const int t1 = (int)((long long)(blockIdx.x + 1) * nt / gridDim.x);
+  const int nkb = (K + PKB - 1) / PKB;
+  if (t0 >= t1 || K <= 0) return;
+  const int m0 = blockIdx.y * PMAX;
+  const int mrows = min(8, M - m0);
+  if (threadIdx.x == 0) {
+    mbar_init(&abar, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  const uint4 z = make_uint4(0, 0, 0, 0);
+  uint4 w0[CR][4];  // row g of the tile, k-block c * PNW + warp, vector v
+  // Rows past N and columns past K are not loaded (zeros; such rows are never stored, and
+  // k-blocks past K never run).
+  auto load_tile = [&](int t) {
+    const int n0 = t * 8;
+    const bool rok = n0 + g < N;
+    const bf16_t* p0 = w + (size_t)(n0 + g) * K;
+#pragma unroll
+    for (int c = 0; c < CR; ++c) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const int col = (c * PNW + warp) * PKB + 8 * q + 32 * v;
+        w0[c][v] = rok && col < K ? ld_stream16(p0 + col) : z;
+      }
+    }
+  };
+  load_tile(t0);
+  STAMP(tl, PTL_ISSUED);
+
+  pdl_wait();  // a may be the previous kernel's output; y may still be read by it
+  STAMP(tl, PTL_WAITED);
+  if (threadIdx.x == 0) mbar_expect_tx(&abar, 2u * (u32)K * mrows);
+  if (threadIdx.x == 1) bulk_copy(psm, a + (size_t)m0 * K, 2u * (u32)K * mrows, &abar);
+  mbar_wait(&abar, 0);
+  STAMP(tl, PTL_A);
+
+  const bool a0ok = g < mrows;
+#pragma unroll 1
+  for (int t = t0; t < t1; ++t) {
+    if (t > t0) load_tile(t);
+    if (t == t1 - 1) STAMP(tl, PTL_LAST);
+    float d[4][4] = {};
+#pragma unroll
+    for (int c = 0; c < CR; ++c) {
+      const int kb = c * PNW + warp;
+      if (kb >= nkb) break;
+      const unsigned char* sa_ = psm + g * arow + kb * (2 * PKB) + 16 * q;
+      uint4 av[4];
+#pragma unroll
+      for (int v = 0; v < 4; ++v)
+        av[v] = kb * PKB + 8 * q + 32 * v < K && a0ok ? *(const uint4*)(sa_ + 64 * v) : z;
+      proj_kblock_mma<false, false>(d, w0[c], w0[c], av, av);
+    }
+    // The ring kernel's tile end (tokens as the MMA's rows).
+    proj_put_partials(part, d, warp, g, q);
+    __syncthreads();
+    if (t == t1 - 1) STAMP(tl, PTL_STORE);
+    proj_store_tile<false>(part, y, m0, mrows, t * 8, N, N);
+    __syncthreads();  // part is rewritten by the next tile
+  }
+  STAMP(tl, PTL_EXIT);
+}
+
 // (rows of a, resident a, tiles of 16 rows of w). The launch gives the stage width (kpw k-blocks per warp) and the ring
 // depth (nst <= PMAXST) with the dynamic shared memory they need (engine.rs, `projection_plan`).
 // `tl` is the timeline's stamp rows in MHC_TIMELINE builds (else unused; the engine passes null).
@@ -562,3 +649,15 @@ PROJ_RR_KERNEL(mhc_projection_rrb_c7, 5, 2, false, true)
     proj_rs_body<D>(a, w, y, M, N, K, tl);                                                    \
   }
 PROJ_RS_KERNEL(mhc_projection_rs2, 2)
+
+// The register-resident variant in tiles of 8 rows: CR k-blocks a warp (K <= CR * 1024), MINB
+// blocks an SM (two where the registers allow).
+#define PROJ_RR8_KERNEL(name, CR, MINB)                                                       \
+  extern "C" __global__ void __launch_bounds__(PNW * WARP, MINB)                              \
+      name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst, \
+           u64* tl) {                                                                         \
+    proj_rr8_body<CR>(a, w, y, M, N, K, tl);                                                  \
+  }
+PROJ_RR8_KERNEL(mhc_projection_rr8_c4, 4, 2)
+PROJ_RR8_KERNEL(mhc_projection_rr8_c5, 5, 2)
+PROJ_RR8_KERNEL(mhc_projection_rr8_c7, 7, 1)
