@@ -615,7 +615,9 @@ pub struct ProjPlan {
 /// memory (K <= 5120), regs = 3 the rows dealt evenly over min(SMs, n-tiles) blocks (at most 20
 /// a block: 16 in registers as with regs = 1, the rest in shared memory; tpb is ignored), regs = 4
 /// w streamed through registers, 2 k-blocks a warp in flight and two blocks an SM (any K, M <= 8;
-/// one tile a block unless tpb is set).
+/// one tile a block unless tpb is set), regs = 6 tiles of 8 rows in registers (the operands as
+/// the ring kernel's; K <= 7168, M <= 8; two blocks an SM up to K = 5120; tpb = 0 as many blocks
+/// as run at once, else tpb tiles a block).
 pub type ProjOverride = (u32, u32, u32, u32, u32);
 
 /// Plans measured faster than the heuristic on the H200 (132 SMs), applied on GPUs with 132 SMs
@@ -645,12 +647,17 @@ pub type ProjOverride = (u32, u32, u32, u32, u32);
 /// two rounds that agreed within 0.3 %: K = 7168 -2.7 / -4.5 / -5.2 % against the ring at M = 1,
 /// 2, 4; K = 4096 -2.6 / -3.1 % against two register tiles a block at M = 2 and 4 (+1.6 % against
 /// the ring at M = 1, which keeps it); K = 5120 7-8 % slower than the rows dealt evenly.
-const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 14] = [
+///
+/// Tiles of 8 rows in registers (regs = 6, attempt 88): at K = 5120, N = 2048 with PDL, 256 blocks
+/// two an SM, -5.3 / -5.9 / -5.3 % against one 16-row tile a block at M = 1, 2, 4 (one run, two
+/// rounds); 2-33 % slower at the other 24 shapes of M = 1-4.
+const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 15] = [
     ((4096, 1024), (0, 0, 0, 0, 1), false, 8),
     ((5120, 1024), (0, 0, 0, 0, 1), false, 8),
     ((7168, 1024), (0, 0, 0, 0, 1), false, 8),
     ((4096, 2048), (0, 0, 2, 0, 2), true, 4),
     ((4096, 2048), (0, 0, 0, 0, 1), false, 8),
+    ((5120, 2048), (0, 0, 0, 0, 6), true, 4),
     ((5120, 2048), (0, 0, 0, 0, 1), false, 8),
     ((7168, 2048), (0, 0, 0, 0, 1), false, 8),
     ((4096, 2560), (2, 2, 2, 0, 0), false, 1),

@@ -35,9 +35,11 @@
 //   k-blocks of a 16-row tile straight into registers before the wait, as a pure read of w does,
 //   and runs the W16 MMA sequence from there; the H200 table (plan.rs) takes them at N = 1024
 //   and 2048;
-// - the streaming variant (rs2; last) keeps only two k-blocks a warp in registers at a time, so
+// - the streaming variant (rs2) keeps only two k-blocks a warp in registers at a time, so
 //   that two blocks share an SM: the table takes it at N = 2560 with K = 4096 (M = 2..4) and
-//   K = 7168.
+//   K = 7168;
+// - the register-resident variant in tiles of 8 rows (rr8; last) holds half RR's registers of w
+//   a lane, so two blocks share an SM up to K = 5120: the table takes it at 5120 x 2048.
 //
 // Row m's result depends only on row m of a, w and K: a warp's k-blocks (kb = wp mod PNW, in
 // ascending order), the MMA sequence into each accumulator, the accumulators' sum and the warp
