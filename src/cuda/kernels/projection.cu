@@ -524,7 +524,7 @@ __device__ __forceinline__ void proj_rs_body(const bf16_t* __restrict__ a, const
 // The register-resident variant in tiles of 8 rows (RR8; M <= 8, K <= CR * 1024): RR with the
 // operands as the ring kernel's m4/m8 have them (the tokens are the MMA's 16-row side, rows g of
 // a; w row g is the MMA's 8 columns), so a lane holds 16 registers of w a k-block, not 32, and a
-// block's tile is half RR's: two blocks share an SM at K <= 4096, and a call of 128 tiles (N = 1024)
+// block's tile is half RR's: two blocks share an SM at K <= 5120, and a call of 128 tiles (N = 1024)
 // covers 128 SMs instead of RR's 64. Block b owns the tiles [b*NT/G, (b+1)*NT/G) of 8 rows; every
 // warp loads its k-blocks (kb = c * PNW + warp, as every plan) of each tile into registers before
 // pdl_wait() (the first tile; the next after computing the current one), the rows of a land in
