@@ -123,6 +123,7 @@ pub const PROJECTION: KernelModule = KernelModule {
         "mhc_projection_rr8_c4",
         "mhc_projection_rr8_c5",
         "mhc_projection_rr8_c7",
+        "mhc_projection_rrd_c4",
     ],
     clusters: &[],
 };

@@ -753,6 +753,22 @@ pub fn projection_plan(
             ),
         });
     }
+    // regs = 7: RR's tiles of 16 rows with a read straight into registers (K <= 4096), one block
+    // an SM unless tpb says otherwise.
+    if regs == 7 {
+        if !res || k > 4096 || !matches!(rows, 0 | 16) {
+            return Err(Error::Unsupported(format!(
+                "projection plan with a in registers (regs = 7) at M={m}, K={k}, N={n}: needs tiles of 16 rows, M <= 8 and K <= 4096"
+            )));
+        }
+        return Ok(ProjPlan {
+            kernel: "mhc_projection_rrd_c4",
+            kpw: 0,
+            nst: 0,
+            smem: 0,
+            blocks: grid(n.div_ceil(16).max(1), forced.map_or(0, |f| f.2 as usize)),
+        });
+    }
     // regs = 6: tiles of 8 rows in registers (the operands as the ring kernel's), up to 7
     // k-blocks a warp; two blocks an SM up to K = 5120; tpb = 0 spreads the tiles over as many
     // blocks as run at once, else tpb tiles a block.

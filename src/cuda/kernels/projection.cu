@@ -521,6 +521,85 @@ __device__ __forceinline__ void proj_rs_body(const bf16_t* __restrict__ a, const
   STAMP(tl, PTL_EXIT);
 }
 
+// RR with a read straight into registers (RRD; M <= 8, tiles of 16 rows of w, K <= CR * 1024,
+// no shared-memory k-blocks): after pdl_wait() every lane loads the vectors of a its MMAs read
+// (token g's, for its k-blocks) with plain loads, all at once, instead of waiting for one bulk
+// copy of a's rows into shared memory: no mbarrier and no shared-memory pass on the chain after
+// the wait. The MMAs, the accumulators and the tile end are RR's: the same bits.
+template <int CR>
+__device__ __forceinline__ void proj_rrd_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
+                                              float* __restrict__ y, int M, int N, int K, u64* tl) {
+  __shared__ float part[PNW][PMAX][8];
+  STAMP(tl, PTL_ENTRY);
+  pdl_trigger();
+  const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+  const int g = lane >> 2, q = lane & 3;
+  const int nt = (N + 15) / 16;
+  const int t0 = (int)((long long)blockIdx.x * nt / gridDim.x);
+  const int t1 = (int)((long long)(blockIdx.x + 1) * nt / gridDim.x);
+  const int nkb = (K + PKB - 1) / PKB;
+  if (t0 >= t1 || K <= 0) return;
+  const int m0 = blockIdx.y * PMAX;
+  const int mrows = min(8, M - m0);
+
+  const uint4 z = make_uint4(0, 0, 0, 0);
+  uint4 w0[CR][4], w1[CR][4];  // rows g and g + 8, k-block c * PNW + warp, vector v
+  auto load_tile = [&](int t) {
+    const int n0 = t * 16;
+    const bool r0ok = n0 + g < N, r1ok = n0 + g + 8 < N;
+    const bf16_t* p0 = w + (size_t)(n0 + g) * K;
+    const bf16_t* p1 = p0 + (size_t)8 * K;
+#pragma unroll
+    for (int c = 0; c < CR; ++c) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const int col = (c * PNW + warp) * PKB + 8 * q + 32 * v;
+        w0[c][v] = r0ok && col < K ? ld_stream16(p0 + col) : z;
+        w1[c][v] = r1ok && col < K ? ld_stream16(p1 + col) : z;
+      }
+    }
+  };
+  load_tile(t0);
+  STAMP(tl, PTL_ISSUED);
+
+  pdl_wait();  // a may be the previous kernel's output; y may still be read by it
+  STAMP(tl, PTL_WAITED);
+  const bool a0ok = g < mrows;
+  uint4 av[CR][4];  // token g's vectors of k-block c * PNW + warp
+  {
+    const bf16_t* pa = a + (size_t)(m0 + g) * K;
+#pragma unroll
+    for (int c = 0; c < CR; ++c) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const int col = (c * PNW + warp) * PKB + 8 * q + 32 * v;
+        av[c][v] = a0ok && col < K ? *(const uint4*)(pa + col) : z;
+      }
+    }
+  }
+  STAMP(tl, PTL_A);
+
+#pragma unroll 1
+  for (int t = t0; t < t1; ++t) {
+    if (t > t0) load_tile(t);
+    if (t == t1 - 1) STAMP(tl, PTL_LAST);
+    float d[4][4] = {};
+#pragma unroll
+    for (int c = 0; c < CR; ++c) {
+      const int kb = c * PNW + warp;
+      if (kb >= nkb) break;
+      proj_kblock_mma<true, false>(d, w0[c], w1[c], av[c], av[c]);
+    }
+    // RR's tile end (W16 layout).
+    proj_put_partials(part, d, warp, g, q);
+    __syncthreads();
+    if (t == t1 - 1) STAMP(tl, PTL_STORE);
+    proj_store_tile<true>(part, y, m0, mrows, t * 16, N, N);
+    __syncthreads();  // part is rewritten by the next tile
+  }
+  STAMP(tl, PTL_EXIT);
+}
+
 // The register-resident variant in tiles of 8 rows (RR8; M <= 8, K <= CR * 1024): RR with the
 // operands as the ring kernel's m4/m8 have them (the tokens are the MMA's 16-row side, rows g of
 // a; w row g is the MMA's 8 columns), so a lane holds 16 registers of w a k-block, not 32, and a
@@ -663,3 +742,12 @@ PROJ_RS_KERNEL(mhc_projection_rs2, 2)
 PROJ_RR8_KERNEL(mhc_projection_rr8_c4, 4, 2)
 PROJ_RR8_KERNEL(mhc_projection_rr8_c5, 5, 2)
 PROJ_RR8_KERNEL(mhc_projection_rr8_c7, 7, 1)
+
+// RR with a read straight into registers: CR k-blocks a warp (K <= CR * 1024).
+#define PROJ_RRD_KERNEL(name, CR)                                                             \
+  extern "C" __global__ void __launch_bounds__(PNW * WARP, 1)                                 \
+      name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst, \
+           u64* tl) {                                                                         \
+    proj_rrd_body<CR>(a, w, y, M, N, K, tl);                                                  \
+  }
+PROJ_RRD_KERNEL(mhc_projection_rrd_c4, 4)
