@@ -562,7 +562,13 @@ __device__ __forceinline__ void proj_rrd_body(const bf16_t* __restrict__ a, cons
   load_tile(t0);
   STAMP(tl, PTL_ISSUED);
 
-  pdl_wait();  // a may be the previous kernel's output; y may still be read by it
+  // The wait in a loop that runs once (K < 0 never holds, but the compiler cannot know): ptxas does
+  // not move the loads above across a loop, and without it, short of registers, it sank them
+  // next to the MMAs, after the wait (no longer streaming during the previous call).
+  int once = 0;
+  do {
+    pdl_wait();  // a may be the previous kernel's output; y may still be read by it
+  } while (++once < 1 + (K < 0));
   STAMP(tl, PTL_WAITED);
   const bool a0ok = g < mrows;
   uint4 av[CR][4];  // token g's vectors of k-block c * PNW + warp
@@ -687,6 +693,149 @@ __device__ __forceinline__ void proj_rr8_body(const bf16_t* __restrict__ a, cons
   STAMP(tl, PTL_EXIT);
 }
 
+// The register tiles split in K over a cluster (RC; M <= 8, tiles of 16 rows of w,
+// K <= (CR + CS) * 1024): RR's tile and MMA sequence with the eight warps of RR's block spread
+// over a cluster of PNW / CW blocks of CW warps, so that blocks are small: a call's tiles spread
+// over every SM whatever N (N = 1024 is 64 tiles), and an SM takes the next call's blocks as soon
+// as any of this call's leave. Block rank r of cluster t runs tile t's k-blocks of RR's warps
+// r * CW .. r * CW + CW - 1 (the canonical warp cw: k-blocks kb = c * PNW + cw), loading them
+// before pdl_wait() as RR does (CR in registers, CS in lane-private shared memory); after the
+// wait each lane copies only the vectors of a its MMAs read (cp.async into lane-private shared
+// memory: token g's vectors of its k-blocks). The warps' sums (RR's tile end) go to rank 0's
+// `part` (st.async, counted on rank 0's mbarrier), and rank 0 sums them in warp order and stores:
+// the same k-blocks, MMAs, accumulators and order as RR, so the bits are every other plan's.
+template <int CW, int CR, int CS>
+__device__ __forceinline__ void proj_rc_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
+                                             float* __restrict__ y, int M, int N, int K, bool late, u64* tl) {
+  constexpr int CN = PNW / CW;      // blocks per cluster
+  constexpr int NT = CW * WARP;     // threads per block
+  constexpr int NA = (CR + CS) * 4; // lane-private vectors of a
+  // Dynamic shared memory, thread-minor 16-byte vectors: CS * 8 of w, then NA of a.
+  extern __shared__ __align__(128) unsigned char psm[];
+  uint4* const wsm = (uint4*)psm;
+  uint4* const asm_ = wsm + CS * 8 * NT;
+  __shared__ float part[PNW][PMAX][8];  // rank 0's: every warp's sums
+  __shared__ unsigned long long rbar;   // rank 0's: the other ranks' sums have landed
+  STAMP(tl, PTL_ENTRY);
+  if (!late) pdl_trigger();
+  const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+  const int g = lane >> 2, q = lane & 3;
+  const u32 rank = CN > 1 ? cluster_rank() : 0;
+  const int cw = rank * CW + warp;  // RR's warp
+  const int n0 = (blockIdx.x / CN) * 16;
+  const int nkb = (K + PKB - 1) / PKB;
+  const int m0 = blockIdx.y * PMAX;
+  const int mrows = min(8, M - m0);
+  if (rank == 0 && threadIdx.x == 0) {
+    mbar_init(&rbar, 1);
+    // Every other rank's warps send 32 lanes x 4 sums.
+    if (CN > 1) mbar_expect_tx(&rbar, (u32)((PNW - CW) * WARP * 16));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  if (CN > 1) cluster_arrive_relaxed();  // rank 0's mbarrier is ready once the wait returns
+
+  const uint4 z = make_uint4(0, 0, 0, 0);
+  uint4 w0[CR][4], w1[CR][4];  // rows g and g + 8, k-block c * PNW + cw, vector v
+  // Lane-private vector i of w (k-block c >= CR: i = (c - CR) * 8 + v * 2 + r for row g + 8r)
+  // and of a (i = c * 4 + v).
+  auto wsl = [&](int i) { return wsm + i * NT + threadIdx.x; };
+  auto asl = [&](int i) { return asm_ + i * NT + threadIdx.x; };
+  {
+    const bool r0ok = n0 + g < N, r1ok = n0 + g + 8 < N;
+    const bf16_t* p0 = w + (size_t)(n0 + g) * K;
+    const bf16_t* p1 = p0 + (size_t)8 * K;
+#pragma unroll
+    for (int c = 0; c < CR + CS; ++c) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const int col = (c * PNW + cw) * PKB + 8 * q + 32 * v;
+        if (c < CR) {
+          w0[c][v] = r0ok && col < K ? ld_stream16(p0 + col) : z;
+          w1[c][v] = r1ok && col < K ? ld_stream16(p1 + col) : z;
+        } else {
+          const int i = (c - CR) * 8 + v * 2;
+          cp_async16(wsl(i), r0ok && col < K ? p0 + col : w, r0ok && col < K ? 16 : 0);
+          cp_async16(wsl(i + 1), r1ok && col < K ? p1 + col : w, r1ok && col < K ? 16 : 0);
+        }
+      }
+    }
+  }
+  STAMP(tl, PTL_ISSUED);
+
+  // The wait in a loop that runs once (see proj_rrd_body): keeps the loads above ahead of it.
+  int once = 0;
+  do {
+    pdl_wait();  // a may be the previous kernel's output; y may still be read by it
+  } while (++once < 1 + (K < 0));
+  if (late) pdl_trigger();
+  STAMP(tl, PTL_WAITED);
+  const bool a0ok = g < mrows;
+  if (a0ok) {
+    const bf16_t* pa = a + (size_t)(m0 + g) * K;
+#pragma unroll
+    for (int c = 0; c < CR + CS; ++c) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const int col = (c * PNW + cw) * PKB + 8 * q + 32 * v;
+        if (col < K) cp_async16(asl(c * 4 + v), pa + col, 16);
+      }
+    }
+  }
+  cp_async_wait_all();  // this thread's own vectors of a (and of w)
+  STAMP(tl, PTL_A);
+
+  float d[4][4] = {};
+#pragma unroll
+  for (int c = 0; c < CR + CS; ++c) {
+    const int kb = c * PNW + cw;
+    if (kb >= nkb) break;
+    uint4 av[4], x0[4], x1[4];
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      const bool kok = kb * PKB + 8 * q + 32 * v < K;
+      av[v] = kok && a0ok ? *asl(c * 4 + v) : z;
+      x0[v] = c < CR ? w0[c < CR ? c : 0][v] : *wsl((c - CR) * 8 + v * 2);
+      x1[v] = c < CR ? w1[c < CR ? c : 0][v] : *wsl((c - CR) * 8 + v * 2 + 1);
+    }
+    proj_kblock_mma<true, false>(d, x0, x1, av, av);
+  }
+  // RR's tile end: this warp's sums into rank 0's part[cw].
+  float e[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) e[i] = (d[0][i] + d[1][i]) + (d[2][i] + d[3][i]);
+  if (rank == 0) {
+    part[cw][g][2 * q] = e[0];
+    part[cw][g][2 * q + 1] = e[1];
+    part[cw][g + 8][2 * q] = e[2];
+    part[cw][g + 8][2 * q + 1] = e[3];
+  } else {
+    cluster_wait();  // rank 0 has started and its mbarrier is set
+    const u32 bar = cluster_map(&rbar, 0);
+    st_async_f32x2(cluster_map(&part[cw][g][2 * q], 0), e[0], e[1], bar);
+    st_async_f32x2(cluster_map(&part[cw][g + 8][2 * q], 0), e[2], e[3], bar);
+    STAMP(tl, PTL_EXIT);
+    return;
+  }
+  __syncthreads();
+  if (CN > 1) {
+    cluster_wait();
+    mbar_wait_cluster(&rbar, 0);
+  }
+  STAMP(tl, PTL_STORE);
+  // proj_store_tile<true> over NT threads.
+#pragma unroll
+  for (int x = threadIdx.x; x < PMAX * 8; x += NT) {
+    const int i = x % 16, tok = x / 16, n = n0 + i;
+    if (tok < mrows && n < N) {
+      float s = part[0][i][tok];
+#pragma unroll
+      for (int k = 1; k < PNW; ++k) s += part[k][i][tok];
+      y[(size_t)(m0 + tok) * N + n] = s;
+    }
+  }
+  STAMP(tl, PTL_EXIT);
+}
+
 // (rows of a, resident a, tiles of 16 rows of w). The launch gives the stage width (kpw k-blocks per warp) and the ring
 // depth (nst <= PMAXST) with the dynamic shared memory they need (engine.rs, `projection_plan`).
 // `tl` is the timeline's stamp rows in MHC_TIMELINE builds (else unused; the engine passes null).
@@ -751,3 +900,22 @@ PROJ_RR8_KERNEL(mhc_projection_rr8_c7, 7, 1)
     proj_rrd_body<CR>(a, w, y, M, N, K, tl);                                                  \
   }
 PROJ_RRD_KERNEL(mhc_projection_rrd_c4, 4)
+
+// The register tiles split in K over clusters of PNW / CW blocks of CW warps (RC): CR k-blocks a
+// warp in registers and CS in shared memory (K <= (CR + CS) * 1024); grid: 16-row tiles x
+// blocks a cluster. MINB blocks an SM bound the registers.
+#define PROJ_RC_KERNEL(name, CW, CR, CS, MINB)                                                \
+  extern "C" __global__ void __launch_bounds__(CW * WARP, MINB)                               \
+      name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst, \
+           u64* tl) {                                                                         \
+    proj_rc_body<CW, CR, CS>(a, w, y, M, N, K, kpw != 0, tl);                                           \
+  }
+PROJ_RC_KERNEL(mhc_projection_rc1_c4, 1, 4, 0, 8)
+PROJ_RC_KERNEL(mhc_projection_rc1_c5, 1, 5, 0, 8)
+PROJ_RC_KERNEL(mhc_projection_rc1_c7, 1, 5, 2, 8)
+PROJ_RC_KERNEL(mhc_projection_rc2_c4, 2, 4, 0, 4)
+PROJ_RC_KERNEL(mhc_projection_rc2_c5, 2, 5, 0, 4)
+PROJ_RC_KERNEL(mhc_projection_rc2_c7, 2, 5, 2, 4)
+PROJ_RC_KERNEL(mhc_projection_rc4_c4, 4, 4, 0, 2)
+PROJ_RC_KERNEL(mhc_projection_rc4_c5, 4, 5, 0, 2)
+PROJ_RC_KERNEL(mhc_projection_rc4_c7, 4, 5, 2, 2)
