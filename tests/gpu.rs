@@ -974,7 +974,7 @@ fn lanes_by_channels_give_the_same_bits() {
 fn every_projection_plan_gives_the_same_bits() {
     gpu!(e, PathChoice::Fused);
     let c = cfg(4, 5120);
-    let plans: [(u32, u32, u32, u32, u32); 34] = [
+    let plans: [(u32, u32, u32, u32, u32); 28] = [
         (0, 0, 0, 0, 0),
         (1, 1, 0, 0, 0),
         (1, 8, 0, 0, 0),
@@ -1003,12 +1003,6 @@ fn every_projection_plan_gives_the_same_bits() {
         (0, 0, 0, 0, 6),
         (0, 0, 1, 0, 6),
         (0, 0, 3, 8, 6),
-        (0, 0, 0, 0, 7),
-        (0, 0, 2, 16, 7),
-        (0, 0, 0, 0, 5),
-        (0, 0, 2, 0, 5),
-        (0, 0, 4, 0, 5),
-        (0, 0, 1, 16, 5),
     ];
     // (1, 2560, 7168), (2, 2560, 4096), (4, 1024, 5120) and (3, 2048, 5120) take measured plans by
     // default (plan.rs: w streamed through registers, w in registers, then tiles of 8 rows in
@@ -1047,8 +1041,7 @@ fn every_projection_plan_gives_the_same_bits() {
                     assert!(
                         (m > 8
                             || p.4 == 2 && (k > 5120 || m > 4 && k > 4104)
-                            || p.4 == 3 && m > 4 && k > 5120
-                            || p.4 == 7 && k > 4096)
+                            || p.4 == 3 && m > 4 && k > 5120)
                             && err.to_string().contains("projection plan"),
                         "M={m} N={n} K={k} plan {p:?}: {err}"
                     );

@@ -1034,9 +1034,8 @@ pub fn projection_timeline(
         e.set_pdl(pdl);
         call(0)?;
         e.sync()?;
-        // Room for every launch: a plan has at most eight blocks per n-tile of 16 rows (the
-        // tiles split over clusters), else one per n-tile of 8.
-        let cap = calls * n.div_ceil(2) * m.div_ceil(16) * S * 2;
+        // Room for every launch: a plan has at most one block per n-tile.
+        let cap = calls * n.div_ceil(8) * m.div_ceil(16) * S * 2;
         let (log, st) = replay_stamps(e, cap, |_| (0..calls).try_for_each(call))?;
         let gt = |l: &crate::cuda::TimelineLaunch, b: usize, slot: usize| {
             st[l.offset + (b * S + slot) * 2]

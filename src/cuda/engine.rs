@@ -1202,23 +1202,6 @@ impl CudaEngine {
         args: &[Arg],
         kernels: &mut Vec<String>,
     ) -> Result<()> {
-        unsafe { self.run_ex_cluster(name, grid, block, 1, smem, pdl, stream, args, kernels) }
-    }
-
-    /// `run_ex` in thread-block clusters of `cluster` blocks along x (1: none).
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn run_ex_cluster(
-        &self,
-        name: &str,
-        grid: (u32, u32, u32),
-        block: u32,
-        cluster: u32,
-        smem: u32,
-        pdl: bool,
-        stream: CUstream,
-        args: &[Arg],
-        kernels: &mut Vec<String>,
-    ) -> Result<()> {
         let mut store: Vec<[u8; 8]> = args
             .iter()
             .map(|a| {
@@ -1238,7 +1221,7 @@ impl CudaEngine {
             .collect();
         unsafe {
             self.dev
-                .launch_cluster(name, grid, block, smem, stream, &mut ptrs, pdl, cluster)?
+                .launch(name, grid, block, smem, stream, &mut ptrs, pdl)?
         };
         if !kernels.iter().any(|k| k == name) {
             kernels.push(name.to_string());
@@ -1327,11 +1310,10 @@ impl CudaEngine {
                 )?;
                 let grid = (pp.blocks, p.m.div_ceil(16) as u32, 1);
                 return unsafe {
-                    self.run_ex_cluster(
+                    self.run_ex(
                         pp.kernel,
                         grid,
-                        pp.threads,
-                        pp.cluster,
+                        256,
                         pp.smem,
                         // w is read before the kernel waits for the previous one (a weight).
                         self.pdl.get(),

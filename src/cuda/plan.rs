@@ -603,10 +603,6 @@ pub struct ProjPlan {
     pub nst: u32,
     pub smem: u32,
     pub blocks: u32,
-    /// Threads per block (256, or 32-128 for the tiles split over a cluster).
-    pub threads: u32,
-    /// Blocks per thread-block cluster (1: no cluster).
-    pub cluster: u32,
 }
 
 /// A forced projection plan: (kpw, nst, tpb, rows, regs). kpw = nst = 0 keeps the heuristic's
@@ -755,64 +751,6 @@ pub fn projection_plan(
                 n.div_ceil(16).max(1),
                 forced.map_or(0, |f| f.2 as usize).max(1),
             ),
-            threads: 256,
-            cluster: 1,
-        });
-    }
-    // regs = 5: the register tiles split in K over clusters of 8 / cw blocks of cw warps (tpb
-    // gives cw: 1, 2 or 4; 0 is 1), up to 5 k-blocks a warp in registers and 2 more in shared
-    // memory (K <= 7168); one cluster per tile of 16 rows.
-    if regs == 5 {
-        let ck = k.div_ceil(128).div_ceil(8);
-        let cw = match forced.map_or(0, |f| f.2) {
-            0 | 1 => 1,
-            c => c as usize,
-        };
-        let (kernel, cr, cs) = match (cw, ck) {
-            (1, 0..=4) => ("mhc_projection_rc1_c4", 4, 0),
-            (1, 5) => ("mhc_projection_rc1_c5", 5, 0),
-            (1, _) => ("mhc_projection_rc1_c7", 5, 2),
-            (2, 0..=4) => ("mhc_projection_rc2_c4", 4, 0),
-            (2, 5) => ("mhc_projection_rc2_c5", 5, 0),
-            (2, _) => ("mhc_projection_rc2_c7", 5, 2),
-            (_, 0..=4) => ("mhc_projection_rc4_c4", 4, 0),
-            (_, 5) => ("mhc_projection_rc4_c5", 5, 0),
-            _ => ("mhc_projection_rc4_c7", 5, 2),
-        };
-        let threads = 32 * cw;
-        // Lane-private 16-byte vectors: cs * 8 of w and (cr + cs) * 4 of a.
-        let smem = (cs * 8 + (cr + cs) * 4) * 16 * threads;
-        if !res || ck > 7 || !matches!(rows, 0 | 16) || !matches!(cw, 1 | 2 | 4) || smem > budget {
-            return Err(Error::Unsupported(format!(
-                "projection plan with register tiles over clusters (regs = 5, {cw} warps a block) at M={m}, K={k}, N={n}: needs 1, 2 or 4 warps a block, tiles of 16 rows, M <= 8, K <= 7168 and {smem} bytes of shared memory ({budget} available)"
-            )));
-        }
-        return Ok(ProjPlan {
-            kernel,
-            kpw: forced.map_or(0, |f| f.0),
-            nst: 0,
-            smem: smem as u32,
-            blocks: (n.div_ceil(16).max(1) * (8 / cw)) as u32,
-            threads: threads as u32,
-            cluster: (8 / cw) as u32,
-        });
-    }
-    // regs = 7: RR's tiles of 16 rows with a read straight into registers (K <= 4096), one block
-    // an SM unless tpb says otherwise.
-    if regs == 7 {
-        if !res || k > 4096 || !matches!(rows, 0 | 16) {
-            return Err(Error::Unsupported(format!(
-                "projection plan with a in registers (regs = 7) at M={m}, K={k}, N={n}: needs tiles of 16 rows, M <= 8 and K <= 4096"
-            )));
-        }
-        return Ok(ProjPlan {
-            kernel: "mhc_projection_rrd_c4",
-            kpw: 0,
-            nst: 0,
-            smem: 0,
-            blocks: grid(n.div_ceil(16).max(1), forced.map_or(0, |f| f.2 as usize)),
-            threads: 256,
-            cluster: 1,
         });
     }
     // regs = 6: tiles of 8 rows in registers (the operands as the ring kernel's), up to 7
@@ -842,8 +780,6 @@ pub fn projection_plan(
             nst: 0,
             smem: smem as u32,
             blocks: blocks as u32,
-            threads: 256,
-            cluster: 1,
         });
     }
     // The register-resident variants: tiles of 16 rows, up to 5 k-blocks per warp in registers
@@ -883,8 +819,6 @@ pub fn projection_plan(
             nst: 0,
             smem: smem as u32,
             blocks,
-            threads: 256,
-            cluster: 1,
         });
     }
     let slot = |kpw: usize| (th + if res { 0 } else { ar }) * row(kpw);
@@ -928,8 +862,6 @@ pub fn projection_plan(
         nst: nst as u32,
         smem: (nst * slot(kpw) + if res { a_res(ar) } else { 0 }) as u32,
         blocks: grid(tiles, tpb),
-        threads: 256,
-        cluster: 1,
     })
 }
 
@@ -1383,32 +1315,6 @@ mod tests {
     }
 
     #[test]
-    fn register_tiles_over_clusters() {
-        let budget = 227 * 1024 - 4200;
-        let pp = |m, k, n, cw| projection_plan(m, k, n, 132, true, budget, Some((0, 0, cw, 0, 5)));
-        // One cluster of 8 / cw blocks of cw warps per tile of 16 rows; the kernel by K.
-        for (cw, k, kernel, threads, smem) in [
-            (0, 4096, "mhc_projection_rc1_c4", 32, 16 * 16 * 32),
-            (1, 5120, "mhc_projection_rc1_c5", 32, 20 * 16 * 32),
-            (2, 7168, "mhc_projection_rc2_c7", 64, (16 + 28) * 16 * 64),
-            (4, 1032, "mhc_projection_rc4_c4", 128, 16 * 16 * 128),
-        ] {
-            let p = pp(4, k, 1000, cw).unwrap();
-            let cn = 8 / cw.max(1);
-            assert_eq!(
-                (p.kernel, p.threads, p.cluster, p.blocks, p.smem),
-                (kernel, threads, cn, 63 * cn, smem),
-                "cw {cw} K {k}"
-            );
-        }
-        // Refused by name: 3 warps a block, K past 7168, M past 8.
-        for (m, k, cw) in [(1, 4096, 3), (1, 8192, 1), (9, 4096, 1)] {
-            let err = pp(m, k, 2048, cw).unwrap_err().to_string();
-            assert!(err.contains("register tiles over clusters"), "{err}");
-        }
-    }
-
-    #[test]
     fn projection_plans_fit() {
         let budget = 227 * 1024 - 4200;
         for m in [1, 3, 4, 5, 8, 9, 16, 17, 100] {
@@ -1545,7 +1451,7 @@ mod tests {
         assert!(pp(1, 7168, 2048, Some((0, 0, 0, 0, 2))).is_err());
         let p = pp(1, 4096, 1024, Some((0, 0, 0, 0, 3))).unwrap();
         assert_eq!((p.kernel, p.blocks), ("mhc_projection_rrb_c4", 64));
-        assert!(pp(1, 4096, 1024, Some((0, 0, 0, 0, 8))).is_err());
+        assert!(pp(1, 4096, 1024, Some((0, 0, 0, 0, 5))).is_err());
         // w streamed through registers: one tile a block (or tpb), any K, M <= 8.
         let p = pp(4, 7168, 2560, Some((0, 0, 0, 0, 4))).unwrap();
         assert_eq!(
