@@ -640,7 +640,8 @@ pub type ProjOverride = (u32, u32, u32, u32, u32);
 ///
 /// The rows dealt evenly (regs = 3, attempt 41): at K = 5120, N = 2560 with PDL, 19-20 rows on
 /// each of the 132 SMs, -1.6 to -4.3 % against the ring at M = 1, 2, 4 (one run, two rounds);
-/// at K = 4096 and 7168 it was 3-13 % slower than the ring, and is not taken there.
+/// at K = 4096 and 7168 it was 3-13 % slower than the ring, and is not taken there (at K = 4096
+/// that kernel had its loads of w below the wait, attempt 89: to be measured again).
 ///
 /// w streamed through registers (regs = 4, attempt 55): at N = 2560 with PDL, 160 blocks of one
 /// tile, two an SM, so that a call fits one wave with room for the next call's blocks. One run,

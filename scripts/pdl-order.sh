@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The projection kernels read w (a weight) before griddepcontrol.wait, so that under programmatic
+# dependent launch they stream it while the previous kernel still runs. That holds only if the
+# machine code issues those reads ahead of the wait: `ld.global.nc` loads may cross the wait, and
+# ptxas sinks them to their first use when registers are short (PERF_NOTES.md, attempt 89: two
+# trial kernels lost all their overlap that way, unnoticed by every test). This compiles the
+# kernels for sm_90 with the NVRTC wheel (as `mhc kernels` does), disassembles them, and checks
+# that each register variant issues its first tile's loads of w (LDG ... .NA) before the wait
+# (ACQBULK), and that each ring variant issues a bulk copy of w (UBLKCP) before it.
+#   scripts/pdl-order.sh [VENV]    (default /tmp/mhc-sass-venv; .ci/run passes its own)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+V=${1:-/tmp/mhc-sass-venv}
+CU=$(bash scripts/nvrtc-venv.sh "$V" --tools)
+OUT=$(mktemp -d)
+cargo build --quiet --release --bin mhc
+CUDA_CACHE_DISABLE=1 MHC_CACHE_DIR="$OUT" LD_LIBRARY_PATH="$CU/lib" ./target/release/mhc kernels > /dev/null
+cubin=$(ls "$OUT"/projection-sm_90-*.cubin)
+
+# Loads of w a lane issues for its block's first tile before the wait: 8 a k-block held in
+# registers (two rows of w, four 16-byte vectors) with tiles of 16 rows, 4 with tiles of 8 rows.
+# rr/rr2/rrb: 4, 5 or 5 k-blocks in registers (c7 keeps its other two in shared memory, by
+# cp.async); rs2: 2 in flight; rr8: 4, 5 or 7.
+declare -A WANT=(
+  [rr_c4]=32 [rr_c5]=40 [rr_c7]=40 [rr2_c4]=32 [rr2_c5]=40 [rrb_c4]=32 [rrb_c5]=40 [rrb_c7]=40
+  [rs2]=16 [rr8_c4]=16 [rr8_c5]=20 [rr8_c7]=28
+)
+RING=(m4 m8 m16 w16_m4 w16_m8)
+fail=0
+sass() { "$CU/bin/cuobjdump" -sass -fun "mhc_projection_$1" "$cubin"; }
+# Instructions (by line) before the first ACQBULK that match $2.
+before_wait() { sass "$1" | awk -v pat="$2" '/ACQBULK/ { exit } $0 ~ pat { n++ } END { print n + 0 }'; }
+for k in "${!WANT[@]}"; do
+  got=$(before_wait "$k" 'LDG[.A-Z0-9]*\.NA')
+  if [ "$got" -lt "${WANT[$k]}" ]; then
+    echo "mhc_projection_$k: $got loads of w before the wait, want ${WANT[$k]}" >&2
+    fail=1
+  fi
+done
+for k in "${RING[@]}"; do
+  got=$(before_wait "$k" 'UBLKCP')
+  if [ "$got" -lt 1 ]; then
+    echo "mhc_projection_$k: no bulk copy of w before the wait" >&2
+    fail=1
+  fi
+done
+rm -rf "$OUT"
+[ $fail = 0 ] && echo "every projection kernel reads w ahead of the wait (${#WANT[@]} register and ${#RING[@]} ring variants)"
+exit $fail
