@@ -4,6 +4,7 @@
     scripts/bench-tables.py seam bench/results/seam-h5120-h200.json
     scripts/bench-tables.py projection bench/results/projection-h200.json
     scripts/bench-tables.py seamab DIR BASE [OP]  # the seamab step's files in DIR, against binary BASE
+    scripts/bench-tables.py projtune DIR [PLAN...]  # the projtune step's files in DIR, against "auto"
 """
 import glob
 import json
@@ -94,6 +95,33 @@ def seamab(folder, base, op=None):
             print("| " + " | ".join(cells) + " |")
 
 
+def projtune(folder, *plans):
+    """The projection under forced plans (gpu-session.sh projtune): per (K, N, M), the best of each
+    plan's rounds (fused, PDL on) with its % of copy and its change against the table's ("auto").
+    PLAN: the plans to show (MHC_PROJ_PLAN values as in the file names), default every one found."""
+    runs = {}  # plan -> {(K, N, M): [(us, % copy) per round]}
+    for f in sorted(glob.glob(os.path.join(folder, "projtune-*.json"))):
+        m = re.match(r"projtune-(.+?)(?:-r\d+)?\.json$", os.path.basename(f))
+        for r in json.load(open(f)):
+            if r.get("op") == "projection" and r["path"] == "fused" and r.get("pdl"):
+                key = (r["hidden"], r["n"], r["tokens"])
+                runs.setdefault(m.group(1), {}).setdefault(key, []).append((r["us_per_seam"], r["pct_of_copy_bw"]))
+    names = ["auto"] + [p for p in (plans or sorted(set(runs) - {"auto"})) if p != "auto"]
+    print("| K | N | M | " + " | ".join(names) + " |")
+    print("|---:|---:|---:|" + "---|" * len(names))
+    for key in sorted(runs.get("auto", {})):
+        base = min(u for u, _ in runs["auto"][key])
+        cells = [str(x) for x in key]
+        for n in names:
+            v = runs.get(n, {}).get(key)
+            if not v:
+                cells.append("")
+                continue
+            us, pct = min(u for u, _ in v), max(p for _, p in v)
+            cells.append(f"{us:.2f} ({pct:.1f} %)" + ("" if n == "auto" else f" {100 * (us / base - 1):+.1f} %"))
+        print("| " + " | ".join(cells) + " |")
+
+
 def projection(path):
     rows = json.load(open(path))
     nd = node(rows)
@@ -130,4 +158,4 @@ def projection(path):
 
 
 if __name__ == "__main__":
-    {"seam": seam, "projection": projection, "seamab": seamab}[sys.argv[1]](*sys.argv[2:])
+    {"seam": seam, "projection": projection, "seamab": seamab, "projtune": projtune}[sys.argv[1]](*sys.argv[2:])
