@@ -27,6 +27,13 @@ declare -A WANT=(
 )
 RING=(m4 m8 m16 w16_m4 w16_m8)
 fail=0
+# Every projection kernel the engine loads is listed above (a new one must say what it reads first).
+for k in $(grep -o '"mhc_projection_[a-z0-9_]*"' src/cuda/kernels.rs | tr -d '"' | sed 's/^mhc_projection_//'); do
+  if [ -z "${WANT[$k]:-}" ] && [[ " ${RING[*]} " != *" $k "* ]]; then
+    echo "mhc_projection_$k: not listed in scripts/pdl-order.sh" >&2
+    fail=1
+  fi
+done
 sass() { "$CU/bin/cuobjdump" -sass -fun "mhc_projection_$1" "$cubin"; }
 # Instructions (by line) before the first ACQBULK that match $2.
 before_wait() { sass "$1" | awk -v pat="$2" '/ACQBULK/ { exit } $0 ~ pat { n++ } END { print n + 0 }'; }
