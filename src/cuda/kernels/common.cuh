@@ -431,6 +431,18 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 // weights (never written by a preceding kernel of the stream) are read before pdl_wait().
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" :::); }
+// pdl_wait() for a kernel that issues register loads of a weight (`ld.global.nc`) before it and
+// must keep them there: such loads may cross the wait, and short of registers ptxas sinks them to
+// their first use, after it, so nothing streams during the previous kernel (PERF_NOTES.md
+// attempt 89; scripts/pdl-order.sh checks the projection kernels' SASS). The wait sits in a loop
+// that runs once (`never` is a runtime value that is false, which the compiler cannot know), and
+// ptxas does not move the loads across a loop.
+__device__ __forceinline__ void pdl_wait_after_loads(bool never) {
+  int once = 0;
+  do {
+    pdl_wait();
+  } while (++once < 1 + (int)never);
+}
 
 
 // Bulk copies global -> shared completed on an mbarrier (sm_90).

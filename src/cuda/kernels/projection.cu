@@ -363,19 +363,13 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
   }
   STAMP(tl, PTL_ISSUED);
 
-  if constexpr (BAL && CR + CS <= 4) {
-    // rrb_c4: ptxas sank this variant's register loads of w below the wait (and below a's
-    // landing), so it streamed nothing during the previous call (scripts/pdl-order.sh; PERF_NOTES
-    // attempt 89). The wait in a loop that runs once (K < 0 never holds, but the compiler cannot
-    // know) keeps them ahead: ptxas does not move them across a loop. The other variants keep
-    // theirs ahead without it, and their code is left as measured.
-    int once = 0;
-    do {
-      pdl_wait();  // a may be the previous kernel's output; y may still be read by it
-    } while (++once < 1 + (K < 0));
-  } else {
-    pdl_wait();  // a may be the previous kernel's output; y may still be read by it
-  }
+  // a may be the previous kernel's output; y may still be read by it. rrb_c4's loads of w were
+  // sunk below a plain wait (and below a's landing); the other variants keep theirs ahead
+  // without the pinned wait, and their code is left as measured.
+  if constexpr (BAL && CR + CS <= 4)
+    pdl_wait_after_loads(K < 0);
+  else
+    pdl_wait();
   STAMP(tl, PTL_WAITED);
   // The rows of a are contiguous: one copy (per-row copies cost 5-7 % at M = 2 and 4; the
   // unpadded rows put two tokens of a quarter-warp's 16-byte reads in one bank).
