@@ -640,19 +640,22 @@ pub type ProjOverride = (u32, u32, u32, u32, u32);
 ///
 /// The rows dealt evenly (regs = 3, attempt 41): at K = 5120, N = 2560 with PDL, 19-20 rows on
 /// each of the 132 SMs, -1.6 to -4.3 % against the ring at M = 1, 2, 4 (one run, two rounds);
-/// at K = 4096 and 7168 it was 3-13 % slower than the ring, and is not taken there (at K = 4096
-/// that kernel had its loads of w below the wait, attempt 89: to be measured again).
+/// at K = 7168 9-11 % slower than w streamed through registers, and not taken there. At K = 4096
+/// attempt 41's loss is void (that kernel's loads of w sat below the wait, attempt 89); with
+/// them ahead of it (attempt 90), -4.8 / -5.6 / -4.7 % against the ring at M = 1 and w streamed
+/// through registers at M = 2, 4 (one run, two rounds within 0.2 %), so it is taken there too.
 ///
 /// w streamed through registers (regs = 4, attempt 55): at N = 2560 with PDL, 160 blocks of one
 /// tile, two an SM, so that a call fits one wave with room for the next call's blocks. One run,
 /// two rounds that agreed within 0.3 %: K = 7168 -2.7 / -4.5 / -5.2 % against the ring at M = 1,
 /// 2, 4; K = 4096 -2.6 / -3.1 % against two register tiles a block at M = 2 and 4 (+1.6 % against
-/// the ring at M = 1, which keeps it); K = 5120 7-8 % slower than the rows dealt evenly.
+/// the ring at M = 1; both since replaced there by the rows dealt evenly); K = 5120 7-8 % slower
+/// than the rows dealt evenly.
 ///
 /// Tiles of 8 rows in registers (regs = 6, attempt 88): at K = 5120, N = 2048 with PDL, 256 blocks
 /// two an SM, -5.3 / -5.9 / -5.3 % against one 16-row tile a block at M = 1, 2, 4 (one run, two
 /// rounds); 2-33 % slower at the other 24 shapes of M = 1-4.
-const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 15] = [
+const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 14] = [
     ((4096, 1024), (0, 0, 0, 0, 1), false, 8),
     ((5120, 1024), (0, 0, 0, 0, 1), false, 8),
     ((7168, 1024), (0, 0, 0, 0, 1), false, 8),
@@ -661,8 +664,7 @@ const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 15] = [
     ((5120, 2048), (0, 0, 0, 0, 6), true, 4),
     ((5120, 2048), (0, 0, 0, 0, 1), false, 8),
     ((7168, 2048), (0, 0, 0, 0, 1), false, 8),
-    ((4096, 2560), (2, 2, 2, 0, 0), false, 1),
-    ((4096, 2560), (0, 0, 0, 0, 4), true, 4),
+    ((4096, 2560), (0, 0, 0, 0, 3), true, 4),
     ((4096, 2560), (2, 2, 2, 0, 0), false, 4),
     ((5120, 2560), (0, 0, 0, 0, 3), true, 4),
     ((5120, 2560), (1, 2, 1, 16, 0), true, 4),
@@ -1465,12 +1467,16 @@ mod tests {
         assert!(pp(1, 4096, 1024, Some((0, 0, 0, 8, 4))).is_err());
         assert!(pp(9, 4096, 1024, Some((0, 0, 0, 0, 1))).is_err());
         assert!(pp(1, 4096, 1024, Some((0, 0, 0, 8, 1))).is_err());
-        // The table by M at K = 4096, N = 2560: the ring at M = 1, w streamed through registers
-        // at M = 2..4 with PDL, the ring without it; at K = 7168 streamed at M <= 4 with PDL.
+        // The table at K = 4096, N = 2560: the rows dealt evenly at M <= 4 with PDL, the ring
+        // without it and past M = 4; at K = 7168 w streamed through registers at M <= 4 with PDL.
         let p = pp(1, 4096, 2560, None).unwrap();
-        assert_eq!((p.kpw, p.nst, p.blocks), (2, 2, 160));
+        assert_eq!((p.kernel, p.blocks), ("mhc_projection_rrb_c4", 132));
         let p = pp(4, 4096, 2560, None).unwrap();
-        assert_eq!((p.kernel, p.blocks), ("mhc_projection_rs2", 160));
+        assert_eq!((p.kernel, p.blocks), ("mhc_projection_rrb_c4", 132));
+        let p = pp(5, 4096, 2560, None).unwrap();
+        assert_eq!(p.kernel, "mhc_projection_m8");
+        let p = projection_plan(1, 4096, 2560, 132, false, budget, None).unwrap();
+        assert_eq!((p.kpw, p.nst, p.blocks), (2, 2, 160));
         let p = pp(1, 7168, 2560, None).unwrap();
         assert_eq!((p.kernel, p.blocks), ("mhc_projection_rs2", 160));
         let p = projection_plan(4, 7168, 2560, 132, false, budget, None).unwrap();

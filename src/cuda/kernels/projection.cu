@@ -365,7 +365,8 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
 
   // a may be the previous kernel's output; y may still be read by it. rrb_c4's loads of w were
   // sunk below a plain wait (and below a's landing); the other variants keep theirs ahead
-  // without the pinned wait, and their code is left as measured.
+  // without the pinned wait (the pinned wait on all of them measured -0.5 to +1.4 %, noise:
+  // PERF_NOTES.md attempt 90), and their code is left as measured.
   if constexpr (BAL && CR + CS <= 4)
     pdl_wait_after_loads(K < 0);
   else
