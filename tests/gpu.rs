@@ -1018,6 +1018,7 @@ fn every_projection_plan_gives_the_same_bits() {
         (7, 1000, 5120),
         (16, 2048, 4096),
         (3, 33, 1032),
+        (8, 1100, 4000),
     ] {
         let spec = InputSpec {
             op: Op::Projection,

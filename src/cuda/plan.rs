@@ -626,48 +626,43 @@ pub type ProjOverride = (u32, u32, u32, u32, u32);
 /// applies to (the first entry for (K, N) that applies wins, so an entry may have a fallback
 /// after it). Every plan gives the same bits, so a choice by M keeps the batch invariance.
 ///
-/// w in registers (PERF_NOTES.md attempts 25-27, two runs on two machines, M = 1, 2, 4 and 8, PDL on
-/// and off): at N = 1024 and 2048, -7 to -35 % with PDL and -0.4 to -13 % without it; at K = 4096,
-/// N = 2048 with PDL, two tiles a block (the second in shared memory, half the SMs a call) another
-/// -6 % at M <= 4 (without PDL it is slower than one tile a block), and at K = 4096, N = 2560 with
-/// PDL the same -6 to -8 % at M = 2 and 4 but +4 % at M = 1 (two runs). Elsewhere at N = 2560
-/// (160 tiles of 16 rows, more than one wave of one block per SM) it is 10-55 % slower, and the
-/// ring stays.
+/// w in registers (regs = 1; PERF_NOTES.md attempts 25-27, two runs on two machines, M = 1, 2, 4
+/// and 8, PDL on and off): at N = 1024 and 2048, -7 to -35 % against the ring with PDL and -0.4 to
+/// -13 % without it. With PDL it stays at 4096 x 1024, 7168 x 1024 and 7168 x 2048; without PDL at
+/// every N <= 2048.
 ///
-/// The ring at N = 2560 (attempts 21 and 24): tiles of 8 rows with two blocks of two tiles each
-/// sharing an SM, and at K = 5120 with PDL tiles of 16 rows in one-k-block stages, 160 blocks
-/// (kept as the fallback where the next entry's shared memory does not fit).
+/// The ring at N = 2560 without PDL (attempts 21 and 24): tiles of 8 rows with two blocks of two
+/// tiles each sharing an SM.
 ///
-/// The rows dealt evenly (regs = 3, attempt 41): at K = 5120, N = 2560 with PDL, 19-20 rows on
-/// each of the 132 SMs, -1.6 to -4.3 % against the ring at M = 1, 2, 4 (one run, two rounds);
-/// at K = 7168 9-11 % slower than w streamed through registers, and not taken there. At K = 4096
-/// attempt 41's loss is void (that kernel's loads of w sat below the wait, attempt 89); with
-/// them ahead of it (attempt 90), -4.8 / -5.6 / -4.7 % against the ring at M = 1 and w streamed
-/// through registers at M = 2, 4 (one run, two rounds within 0.2 %), so it is taken there too.
+/// The rows dealt evenly (regs = 3; attempts 41, 90, 92; one run each, two alternating rounds
+/// within 1 %): min(SMs, 16-row tiles) blocks of at most 20 rows, with PDL at K = 4096 and 5120,
+/// M <= 8, except 4096 x 1024. Against the plans they replaced, M = 1 / 2 / 4 / 8: 5120 x 2048
+/// -6.4 / -7.5 / -8.9 / -13.6 % (tiles of 8 rows, two blocks an SM, attempt 88, at M <= 4), 4096
+/// x 2048 -3.9 / -3.3 / -2.5 / -10.1 % (two register tiles a block at M <= 4), 5120 x 1024 -3.2 /
+/// -2.2 / -1.2 / -2.7 % (w in registers), 4096 x 2560 -4.8 / -5.6 / -4.7 / -16.3 % (the ring at
+/// M = 1 and 8, w streamed through registers at M = 2, 4), 5120 x 2560 -1.6 to -4.3 % at M <= 4
+/// and -19.1 % at M = 8 (the ring). At 4096 x 1024 +4.5 to +8.1 % and at K = 7168 +9 to +13 %:
+/// not taken there. (Attempt 41's loss at K = 4096 measured a kernel whose loads of w sat below
+/// the wait, attempt 89.)
 ///
-/// w streamed through registers (regs = 4, attempt 55): at N = 2560 with PDL, 160 blocks of one
-/// tile, two an SM, so that a call fits one wave with room for the next call's blocks. One run,
-/// two rounds that agreed within 0.3 %: K = 7168 -2.7 / -4.5 / -5.2 % against the ring at M = 1,
-/// 2, 4; K = 4096 -2.6 / -3.1 % against two register tiles a block at M = 2 and 4 (+1.6 % against
-/// the ring at M = 1; both since replaced there by the rows dealt evenly); K = 5120 7-8 % slower
-/// than the rows dealt evenly.
+/// w streamed through registers (regs = 4, attempt 55): at 7168 x 2560 with PDL, M <= 4, 160
+/// blocks of one tile, two an SM: -2.7 / -4.5 / -5.2 % against the ring at M = 1, 2, 4.
 ///
-/// Tiles of 8 rows in registers (regs = 6, attempt 88): at K = 5120, N = 2048 with PDL, 256 blocks
-/// two an SM, -5.3 / -5.9 / -5.3 % against one 16-row tile a block at M = 1, 2, 4 (one run, two
-/// rounds); 2-33 % slower at the other 24 shapes of M = 1-4.
+/// Two tiles a block (regs = 2, attempt 26) and tiles of 8 rows (regs = 6, attempt 88) left the
+/// table to the rows dealt evenly; they remain plans to force.
 const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 14] = [
     ((4096, 1024), (0, 0, 0, 0, 1), false, 8),
+    ((5120, 1024), (0, 0, 0, 0, 3), true, 8),
     ((5120, 1024), (0, 0, 0, 0, 1), false, 8),
     ((7168, 1024), (0, 0, 0, 0, 1), false, 8),
-    ((4096, 2048), (0, 0, 2, 0, 2), true, 4),
+    ((4096, 2048), (0, 0, 0, 0, 3), true, 8),
     ((4096, 2048), (0, 0, 0, 0, 1), false, 8),
-    ((5120, 2048), (0, 0, 0, 0, 6), true, 4),
+    ((5120, 2048), (0, 0, 0, 0, 3), true, 8),
     ((5120, 2048), (0, 0, 0, 0, 1), false, 8),
     ((7168, 2048), (0, 0, 0, 0, 1), false, 8),
-    ((4096, 2560), (0, 0, 0, 0, 3), true, 4),
+    ((4096, 2560), (0, 0, 0, 0, 3), true, 8),
     ((4096, 2560), (2, 2, 2, 0, 0), false, 4),
-    ((5120, 2560), (0, 0, 0, 0, 3), true, 4),
-    ((5120, 2560), (1, 2, 1, 16, 0), true, 4),
+    ((5120, 2560), (0, 0, 0, 0, 3), true, 8),
     ((5120, 2560), (2, 2, 2, 0, 0), false, 4),
     ((7168, 2560), (0, 0, 0, 0, 4), true, 4),
 ];
@@ -1325,10 +1320,11 @@ mod tests {
                 let p = projection_plan(m, k, 2560, 132, true, budget, None).unwrap();
                 assert!(p.smem as usize <= budget, "{m} {k} {p:?}");
                 // A ring of two slots or more, unless w is in registers (the table's choice at
-                // K = 4096, 5120 and 7168, M <= 4).
+                // K = 4096 and 5120, M <= 8, and at 7168, M <= 4).
                 let regs = p.kernel.starts_with("mhc_projection_r");
+                let table_m = if k == 7168 { 4 } else { 8 };
                 assert!(
-                    regs && m <= 4 && (k == 4096 || k == 5120 || k == 7168)
+                    regs && m <= table_m && (k == 4096 || k == 5120 || k == 7168)
                         || (2..=8).contains(&p.nst) && p.kpw >= 1,
                     "{m} {k} {p:?}"
                 );
@@ -1467,14 +1463,21 @@ mod tests {
         assert!(pp(1, 4096, 1024, Some((0, 0, 0, 8, 4))).is_err());
         assert!(pp(9, 4096, 1024, Some((0, 0, 0, 0, 1))).is_err());
         assert!(pp(1, 4096, 1024, Some((0, 0, 0, 8, 1))).is_err());
-        // The table at K = 4096, N = 2560: the rows dealt evenly at M <= 4 with PDL, the ring
-        // without it and past M = 4; at K = 7168 w streamed through registers at M <= 4 with PDL.
-        let p = pp(1, 4096, 2560, None).unwrap();
-        assert_eq!((p.kernel, p.blocks), ("mhc_projection_rrb_c4", 132));
-        let p = pp(4, 4096, 2560, None).unwrap();
-        assert_eq!((p.kernel, p.blocks), ("mhc_projection_rrb_c4", 132));
-        let p = pp(5, 4096, 2560, None).unwrap();
-        assert_eq!(p.kernel, "mhc_projection_m8");
+        // The table with PDL: the rows dealt evenly at K = 4096 and 5120, M <= 8, except
+        // 4096 x 1024 (w in registers); past M = 8 and without PDL the heuristic's ring or w in
+        // registers; at K = 7168, N = 2560 w streamed through registers at M <= 4.
+        for (m, n, blocks) in [(1, 2560, 132), (8, 2560, 132), (4, 2048, 128)] {
+            let p = pp(m, 4096, n, None).unwrap();
+            assert_eq!(
+                (p.kernel, p.blocks),
+                ("mhc_projection_rrb_c4", blocks),
+                "{m} {n}"
+            );
+        }
+        let p = pp(2, 4096, 1024, None).unwrap();
+        assert_eq!((p.kernel, p.blocks), ("mhc_projection_rr_c4", 64));
+        let p = pp(9, 4096, 2560, None).unwrap();
+        assert_eq!(p.kernel, "mhc_projection_m16");
         let p = projection_plan(1, 4096, 2560, 132, false, budget, None).unwrap();
         assert_eq!((p.kpw, p.nst, p.blocks), (2, 2, 160));
         let p = pp(1, 7168, 2560, None).unwrap();
@@ -1483,13 +1486,24 @@ mod tests {
         assert_eq!(p.kernel, "mhc_projection_m4");
         let p = projection_plan(4, 4096, 2560, 132, false, budget, None).unwrap();
         assert_eq!((p.kpw, p.nst, p.blocks), (2, 2, 160));
-        // At K = 5120, N = 2560 with PDL the rows dealt evenly (M <= 4), the ring past M = 4
-        // and without PDL.
-        let p = pp(4, 5120, 2560, None).unwrap();
-        assert_eq!((p.kernel, p.blocks), ("mhc_projection_rrb_c5", 132));
-        let p = pp(5, 5120, 2560, None).unwrap();
-        assert_eq!(p.kernel, "mhc_projection_m8");
+        for (m, n, blocks) in [
+            (4, 2560, 132),
+            (8, 2560, 132),
+            (1, 2048, 128),
+            (8, 1024, 64),
+        ] {
+            let p = pp(m, 5120, n, None).unwrap();
+            assert_eq!(
+                (p.kernel, p.blocks),
+                ("mhc_projection_rrb_c5", blocks),
+                "{m} {n}"
+            );
+        }
+        let p = pp(9, 5120, 2560, None).unwrap();
+        assert_eq!(p.kernel, "mhc_projection_m16");
         let p = projection_plan(4, 5120, 2560, 132, false, budget, None).unwrap();
         assert_eq!((p.kernel, p.kpw, p.nst), ("mhc_projection_m4", 2, 2));
+        let p = projection_plan(4, 5120, 2048, 132, false, budget, None).unwrap();
+        assert_eq!((p.kernel, p.blocks), ("mhc_projection_rr_c5", 128));
     }
 }
