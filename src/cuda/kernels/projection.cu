@@ -323,11 +323,33 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
   // cp.async into the lane-private vectors from `base` on. Rows past the block's (N, or r1 with
   // BAL) and columns past K are not loaded: zeros enter the MMA (rows past them are never stored,
   // and columns past K never run: the k-block loop stops where the ring kernel's does).
+  // A whole tile with K a multiple of PNW * PKB (every decode shape) needs no per-load test: a
+  // k-block c is in range for every lane or for none, so the loads issue as their addresses are
+  // ready (with a test per load, ptxas computed all of them first: PERF_NOTES.md attempt 93).
   auto load_tile = [&](int t, int creg, int base) {
     const int n0 = tile_n0(t);
-    const bool r0ok = n0 + g < r1, r1ok = n0 + g + 8 < r1;
     const bf16_t* p0 = w + (size_t)(n0 + g) * K;
     const bf16_t* p1 = p0 + (size_t)8 * K;
+    if (n0 + 16 <= r1 && K % (PNW * PKB) == 0) {
+      const int kc = K / (PNW * PKB);
+#pragma unroll
+      for (int c = 0; c < CR + CS; ++c) {
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+          const int col = (c * PNW + warp) * PKB + 8 * q + 32 * v;
+          if (c < creg) {
+            w0[c < CR ? c : 0][v] = c < kc ? ld_stream16(p0 + col) : z;
+            w1[c < CR ? c : 0][v] = c < kc ? ld_stream16(p1 + col) : z;
+          } else {
+            const int i = base + (c - creg) * 8 + v * 2;
+            cp_async16(wsl(i), c < kc ? p0 + col : w, c < kc ? 16 : 0);
+            cp_async16(wsl(i + 1), c < kc ? p1 + col : w, c < kc ? 16 : 0);
+          }
+        }
+      }
+      return;
+    }
+    const bool r0ok = n0 + g < r1, r1ok = n0 + g + 8 < r1;
 #pragma unroll
     for (int c = 0; c < CR + CS; ++c) {
 #pragma unroll
