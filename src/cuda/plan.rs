@@ -641,8 +641,9 @@ pub type ProjOverride = (u32, u32, u32, u32, u32);
 /// x 2048 -3.9 / -3.3 / -2.5 / -10.1 % (two register tiles a block at M <= 4), 5120 x 1024 -3.2 /
 /// -2.2 / -1.2 / -2.7 % (w in registers), 4096 x 2560 -4.8 / -5.6 / -4.7 / -16.3 % (the ring at
 /// M = 1 and 8, w streamed through registers at M = 2, 4), 5120 x 2560 -1.6 to -4.3 % at M <= 4
-/// and -19.1 % at M = 8 (the ring). At 4096 x 1024 +4.5 to +8.1 % and at K = 7168 +9 to +13 %:
-/// not taken there. (Attempt 41's loss at K = 4096 measured a kernel whose loads of w sat below
+/// and -19.1 % at M = 8 (the ring). At 4096 x 1024 +4.5 to +8.1 %; at K = 7168 +9 to +13 %, and
+/// since attempt 93 even with w streamed through registers at N = 2560 and 3-5 % slower than w
+/// in registers at N = 1024 and 2048: not taken there. (Attempt 41's loss at K = 4096 measured a kernel whose loads of w sat below
 /// the wait, attempt 89.)
 ///
 /// w streamed through registers (regs = 4, attempt 55): at 7168 x 2560 with PDL, M <= 4, 160

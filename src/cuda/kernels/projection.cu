@@ -326,13 +326,13 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
   // A whole tile with K a multiple of PNW * PKB (every decode shape) needs no per-load test: a
   // k-block c is in range for every lane or for none, so the loads issue as their addresses are
   // ready (with a test per load, ptxas computed all of them first). Measured (PERF_NOTES.md
-  // attempt 93): RR and rr2 gain from it, rrb (whose loads issued early already) loses 2-3 %,
-  // so rrb keeps the one path.
+  // attempt 93): RR, rr2 and rrb_c7 gain from it; rrb_c4 and rrb_c5 (whose loads issued early
+  // already) lose 2-3 %, so they keep the one path.
   auto load_tile = [&](int t, int creg, int base) {
     const int n0 = tile_n0(t);
     const bf16_t* p0 = w + (size_t)(n0 + g) * K;
     const bf16_t* p1 = p0 + (size_t)8 * K;
-    if (!BAL && n0 + 16 <= r1 && K % (PNW * PKB) == 0) {
+    if ((!BAL || CS > 0) && n0 + 16 <= r1 && K % (PNW * PKB) == 0) {
       const int kc = K / (PNW * PKB);
 #pragma unroll
       for (int c = 0; c < CR + CS; ++c) {
