@@ -409,7 +409,10 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
   // compact area.
   auto run_tile = [&](int t, bool insm, bool inx) {
     if (t == t1 - 1) STAMP(tl, PTL_LAST);
-    if (CS > 0 || TWO || BAL) cp_async_wait_all();  // this thread's own vectors (compact ones too)
+    // This thread's own vectors, where the tile reads any: the register tile of rr and rrb
+    // starts as its registers land, without waiting for the second tile's or the compact rows'
+    // copies (PERF_NOTES.md attempt 94).
+    if (CS > 0 || insm || inx) cp_async_wait_all();
     float d[4][4] = {};
 #pragma unroll
     for (int c = 0; c < CR + CS; ++c) {
