@@ -371,9 +371,7 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
   load_tile(t0, CR, 0);
   // With TWO the block's second tile goes whole to shared memory, also ahead of the wait.
   if (TWO && t0 + 1 < t1) load_tile(t0 + 1, 0, CS * 8);
-  // With BAL the block's rows past its first 16 (at most 4) go to the compact area (with CS > 0 as
-  // a group of copies after the first tile's, so that the first tile waits for its own only).
-  if (BAL && CS > 0) cp_async_commit();
+  // With BAL the block's rows past its first 16 (at most 4) go to the compact area.
   if (BAL && t1 > 1 && lane < 16) {
     const int n = r0 + 16 + g;
     const bool ok = n < r1;
@@ -413,12 +411,8 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
     if (t == t1 - 1) STAMP(tl, PTL_LAST);
     // This thread's own vectors, where the tile reads any: the register tile of rr and rrb
     // starts as its registers land, without waiting for the second tile's or the compact rows'
-    // copies (PERF_NOTES.md attempt 94); rrb_c7's first tile waits for its own lane-private
-    // vectors, not for the compact rows committed after them (attempt 95).
-    if (BAL && CS > 0 && !inx)
-      cp_async_wait_group<1>();
-    else if (CS > 0 || insm || inx)
-      cp_async_wait_all();
+    // copies (PERF_NOTES.md attempt 94).
+    if (CS > 0 || insm || inx) cp_async_wait_all();
     float d[4][4] = {};
 #pragma unroll
     for (int c = 0; c < CR + CS; ++c) {
