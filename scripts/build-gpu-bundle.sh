@@ -10,8 +10,8 @@
 # compiled too when named in KC_BINS.
 # ENV_BINS="name:VAR=value[,VAR=value...] ..." also writes .gpu/mhc-<name>, a wrapper that runs this
 # bundle's mhc with those variables set (an AB_BIN of gpu-session.sh seamab for a setting that
-# needs no rebuild, e.g. ENV_BINS="w6:MHC_CLUSTER_WAVES=6 s24:MHC_STREAM_MIN_TILES=24"); the
-# kernels are this bundle's, so KC_BINS need not name it.
+# needs no rebuild, e.g. ENV_BINS="w6:MHC_CLUSTER_WAVES=6 s24:MHC_STREAM_MIN_TILES=24"; values
+# cannot contain commas); the kernels are this bundle's, so KC_BINS need not name it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --bin mhc
@@ -48,6 +48,15 @@ for spec in ${ENV_BINS:-}; do
     echo "ENV_BINS: expected name:VAR=value[,VAR=value...], got '$spec'" >&2
     exit 1
   fi
+  # Commas separate the variables, so a value cannot hold one (a forced projection plan such as
+  # MHC_PROJ_PLAN=0,0,0,0,3 goes through gpu-session.sh projtune's PROJ_PLANS instead).
+  IFS=, read -ra pieces <<< "$vars"
+  for piece in "${pieces[@]}"; do
+    if [[ "$piece" != *=* ]]; then
+      echo "ENV_BINS: '$piece' in '$spec' is not VAR=value (values cannot contain commas)" >&2
+      exit 1
+    fi
+  done
   printf '#!/bin/sh\nexec env %s "$(dirname "$0")/mhc" "$@"\n' "${vars//,/ }" > ".gpu/mhc-$name"
   chmod +x ".gpu/mhc-$name"
   echo "wrapper .gpu/mhc-$name: ${vars//,/ }"
