@@ -327,7 +327,9 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
   // k-block c is in range for every lane or for none, so the loads issue as their addresses are
   // ready (with a test per load, ptxas computed all of them first). Measured (PERF_NOTES.md
   // attempt 93): RR, rr2 and rrb_c7 gain from it; rrb_c4 and rrb_c5 (whose loads issued early
-  // already) lose 2-3 %, so they keep the one path.
+  // already) lose 2-3 %, so they keep the one path. The two loops are written out: folding them
+  // into one routine with the test as a parameter changed the machine code of every register
+  // variant (rrb_c4 and rrb_c5 too), whose measurements are of this code.
   auto load_tile = [&](int t, int creg, int base) {
     const int n0 = tile_n0(t);
     const bf16_t* p0 = w + (size_t)(n0 + g) * K;
