@@ -1467,13 +1467,17 @@ mod tests {
         // The table with PDL: the rows dealt evenly at K = 4096 and 5120, M <= 8, except
         // 4096 x 1024 (w in registers); past M = 8 and without PDL the heuristic's ring or w in
         // registers; at K = 7168, N = 2560 w streamed through registers at M <= 4.
-        for (m, n, blocks) in [(1, 2560, 132), (8, 2560, 132), (4, 2048, 128)] {
-            let p = pp(m, 4096, n, None).unwrap();
-            assert_eq!(
-                (p.kernel, p.blocks),
-                ("mhc_projection_rrb_c4", blocks),
-                "{m} {n}"
-            );
+        for (m, k, n, kernel, blocks) in [
+            (1, 4096, 2560, "mhc_projection_rrb_c4", 132),
+            (8, 4096, 2560, "mhc_projection_rrb_c4", 132),
+            (4, 4096, 2048, "mhc_projection_rrb_c4", 128),
+            (4, 5120, 2560, "mhc_projection_rrb_c5", 132),
+            (8, 5120, 2560, "mhc_projection_rrb_c5", 132),
+            (1, 5120, 2048, "mhc_projection_rrb_c5", 128),
+            (8, 5120, 1024, "mhc_projection_rrb_c5", 64),
+        ] {
+            let p = pp(m, k, n, None).unwrap();
+            assert_eq!((p.kernel, p.blocks), (kernel, blocks), "{m} {k} {n}");
         }
         let p = pp(2, 4096, 1024, None).unwrap();
         assert_eq!((p.kernel, p.blocks), ("mhc_projection_rr_c4", 64));
@@ -1487,19 +1491,6 @@ mod tests {
         assert_eq!(p.kernel, "mhc_projection_m4");
         let p = projection_plan(4, 4096, 2560, 132, false, budget, None).unwrap();
         assert_eq!((p.kpw, p.nst, p.blocks), (2, 2, 160));
-        for (m, n, blocks) in [
-            (4, 2560, 132),
-            (8, 2560, 132),
-            (1, 2048, 128),
-            (8, 1024, 64),
-        ] {
-            let p = pp(m, 5120, n, None).unwrap();
-            assert_eq!(
-                (p.kernel, p.blocks),
-                ("mhc_projection_rrb_c5", blocks),
-                "{m} {n}"
-            );
-        }
         let p = pp(9, 5120, 2560, None).unwrap();
         assert_eq!(p.kernel, "mhc_projection_m16");
         let p = projection_plan(4, 5120, 2560, 132, false, budget, None).unwrap();

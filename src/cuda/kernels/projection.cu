@@ -33,13 +33,14 @@
 //   memory and stored;
 // - the register-resident variants (rr, rr2, rrb; further down) skip the ring: each warp loads its
 //   k-blocks of a 16-row tile straight into registers before the wait, as a pure read of w does,
-//   and runs the W16 MMA sequence from there; the H200 table (plan.rs) takes them at N = 1024
-//   and 2048;
+//   and runs the W16 MMA sequence from there; the H200 table (plan.rs) takes rr at N = 1024 and
+//   2048 (and without PDL), and rrb (the rows dealt evenly) at every N of K = 4096 and 5120
+//   but 4096 x 1024;
 // - the streaming variant (rs2) keeps only two k-blocks a warp in registers at a time, so
-//   that two blocks share an SM: the table takes it at N = 2560 with K = 4096 (M = 2..4) and
-//   K = 7168;
+//   that two blocks share an SM: the table takes it at 7168 x 2560;
 // - the register-resident variant in tiles of 8 rows (rr8; last) holds half RR's registers of w
-//   a lane, so two blocks share an SM up to K = 5120: the table takes it at 5120 x 2048.
+//   a lane, so two blocks share an SM up to K = 5120 (no table entry since attempt 92; rr2
+//   neither).
 //
 // Row m's result depends only on row m of a, w and K: a warp's k-blocks (kb = wp mod PNW, in
 // ascending order), the MMA sequence into each accumulator, the accumulators' sum and the warp
