@@ -974,7 +974,7 @@ fn lanes_by_channels_give_the_same_bits() {
 fn every_projection_plan_gives_the_same_bits() {
     gpu!(e, PathChoice::Fused);
     let c = cfg(4, 5120);
-    let plans: [(u32, u32, u32, u32, u32); 28] = [
+    let plans: [(u32, u32, u32, u32, u32); 29] = [
         (0, 0, 0, 0, 0),
         (1, 1, 0, 0, 0),
         (1, 8, 0, 0, 0),
@@ -993,6 +993,7 @@ fn every_projection_plan_gives_the_same_bits() {
         (0, 0, 0, 0, 1),
         (0, 0, 1, 16, 1),
         (0, 0, 3, 0, 1),
+        (1, 0, 0, 0, 1),
         (0, 0, 0, 0, 2),
         (0, 0, 2, 0, 2),
         (0, 0, 3, 16, 2),
@@ -1019,6 +1020,7 @@ fn every_projection_plan_gives_the_same_bits() {
         (16, 2048, 4096),
         (3, 33, 1032),
         (8, 1100, 4000),
+        (5, 1000, 4096),
     ] {
         let spec = InputSpec {
             op: Op::Projection,

@@ -112,6 +112,7 @@ pub const PROJECTION: KernelModule = KernelModule {
         "mhc_projection_w16_m4",
         "mhc_projection_w16_m8",
         "mhc_projection_rr_c4",
+        "mhc_projection_rr1_c4",
         "mhc_projection_rr_c5",
         "mhc_projection_rr_c7",
         "mhc_projection_rr2_c4",

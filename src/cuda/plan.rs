@@ -610,7 +610,8 @@ pub struct ProjPlan {
 /// may share an SM); rows is the n-tile's rows of w: 16 takes the W16 variant (w as the MMA's
 /// 16-row operand, M <= 8 with resident rows of a only), 8 or 0 the default 8; regs = 1 takes the
 /// register-resident variant (no ring: a tile of 16 rows of w held in registers, and past
-/// K = 5120 partly in shared memory; K <= 7168, M <= 8; kpw and nst are ignored), regs = 2 the
+/// K = 5120 partly in shared memory; K <= 7168, M <= 8; nst is ignored, and kpw = 1 at
+/// K <= 4096 takes rr1_c4, whose loads of w all test their row and column, else kpw is ignored), regs = 2 the
 /// same where a block has two tiles (tpb 2, or more tiles than SMs), the second whole in shared
 /// memory (K <= 5120), regs = 3 the rows dealt evenly over min(SMs, n-tiles) blocks (at most 20
 /// a block: 16 in registers as with regs = 1, the rest in shared memory; tpb is ignored), regs = 4
@@ -651,7 +652,13 @@ pub type ProjOverride = (u32, u32, u32, u32, u32);
 ///
 /// Two tiles a block (regs = 2, attempt 26) and tiles of 8 rows (regs = 6, attempt 88) left the
 /// table to the rows dealt evenly; they remain plans to force.
-const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 14] = [
+///
+/// w in registers with a test on every load of w (kpw = 1, regs = 1: RR's code before attempt 93,
+/// rr1_c4; attempt 97, one run, two rounds): at 4096 x 1024 with PDL, M = 3..8, -2.8 % at M = 4
+/// and -7.4 % at M = 8 against RR (+3.7 / +2.4 % at M = 1 / 2, where RR stays).
+const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 16] = [
+    ((4096, 1024), (0, 0, 0, 0, 1), false, 2),
+    ((4096, 1024), (1, 0, 0, 0, 1), true, 8),
     ((4096, 1024), (0, 0, 0, 0, 1), false, 8),
     ((5120, 1024), (0, 0, 0, 0, 3), true, 8),
     ((5120, 1024), (0, 0, 0, 0, 1), false, 8),
@@ -789,6 +796,7 @@ pub fn projection_plan(
         // regs = 3: the rows dealt evenly, at most PROJ_BAL_ROWS a block, the 16 first as the
         // register tile and the rest in a compact area (8 KB per k-block a warp takes).
         let (kernel, lane_private) = match (regs, ck) {
+            (1, 0..=4) if forced.is_some_and(|f| f.0 == 1) => ("mhc_projection_rr1_c4", 0),
             (1, 0..=4) => ("mhc_projection_rr_c4", 0),
             (1, 5) => ("mhc_projection_rr_c5", 0),
             (1, _) => ("mhc_projection_rr_c7", 2 * 32768),
@@ -1428,6 +1436,21 @@ mod tests {
             (p.kernel, p.blocks, p.smem),
             ("mhc_projection_rr_c4", 64, 4 * 2 * 4096)
         );
+        // kpw = 1: every load of w tested (rr1_c4), at K <= 4096 only; the table takes it at
+        // 4096 x 1024 from M = 3 with PDL.
+        let p = pp(3, 4096, 1024, Some((1, 0, 0, 0, 1))).unwrap();
+        assert_eq!((p.kernel, p.blocks), ("mhc_projection_rr1_c4", 64));
+        let p = pp(3, 5120, 1024, Some((1, 0, 0, 0, 1))).unwrap();
+        assert_eq!(p.kernel, "mhc_projection_rr_c5");
+        for (m, pdl, want) in [
+            (2, true, "mhc_projection_rr_c4"),
+            (3, true, "mhc_projection_rr1_c4"),
+            (8, true, "mhc_projection_rr1_c4"),
+            (4, false, "mhc_projection_rr_c4"),
+        ] {
+            let p = projection_plan(m, 4096, 1024, 132, pdl, budget, None).unwrap();
+            assert_eq!(p.kernel, want, "M={m} pdl={pdl}");
+        }
         let p = pp(5, 5120, 2048, Some((0, 0, 2, 16, 1))).unwrap();
         assert_eq!(
             (p.kernel, p.blocks, p.smem),

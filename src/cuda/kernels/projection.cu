@@ -34,8 +34,8 @@
 // - the register-resident variants (rr, rr2, rrb; further down) skip the ring: each warp loads its
 //   k-blocks of a 16-row tile straight into registers before the wait, as a pure read of w does,
 //   and runs the W16 MMA sequence from there; the H200 table (plan.rs) takes rr at N = 1024 and
-//   2048 (and without PDL), and rrb (the rows dealt evenly) at every N of K = 4096 and 5120
-//   but 4096 x 1024;
+//   2048 (and without PDL; rr1, its loads each tested, at 4096 x 1024 from M = 3 with PDL), and
+//   rrb (the rows dealt evenly) at every N of K = 4096 and 5120 but 4096 x 1024;
 // - the streaming variant (rs2) keeps only two k-blocks a warp in registers at a time, so
 //   that two blocks share an SM: the table takes it at 7168 x 2560;
 // - the register-resident variant in tiles of 8 rows (rr8; last) holds half RR's registers of w
@@ -274,7 +274,7 @@ __device__ __forceinline__ uint4 ld_stream16(const void* p) {
 // second MMA tile whose rows g + 8 and g >= 4 are zeros. An output element is the same MMA element
 // over the same products wherever its row sits in a tile, so the bits are every other plan's.
 #define PBAL_MAX 20
-template <int CR, int CS, bool TWO, bool BAL>
+template <int CR, int CS, bool TWO, bool BAL, bool ONE = false>
 __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
                                              float* __restrict__ y, int M, int N, int K, u64* tl) {
   static_assert(!(TWO && BAL), "one or the other");
@@ -328,14 +328,16 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
   // k-block c is in range for every lane or for none, so the loads issue as their addresses are
   // ready (with a test per load, ptxas computed all of them first). Measured (PERF_NOTES.md
   // attempt 93): RR, rr2 and rrb_c7 gain from it; rrb_c4 and rrb_c5 (whose loads issued early
-  // already) lose 2-3 %, so they keep the one path. The two loops are written out: folding them
-  // into one routine with the test as a parameter changed the machine code of every register
-  // variant (rrb_c4 and rrb_c5 too), whose measurements are of this code.
+  // already) lose 2-3 %, so they keep the one path, and so does rr1_c4 (ONE: RR's code before
+  // attempt 93, byte for byte, which the H200 table takes at 4096 x 1024 from M = 3: attempt 97).
+  // The two loops are written out: folding them into one routine with the test as a parameter
+  // changed the machine code of every register variant (rrb_c4 and rrb_c5 too), whose
+  // measurements are of this code.
   auto load_tile = [&](int t, int creg, int base) {
     const int n0 = tile_n0(t);
     const bf16_t* p0 = w + (size_t)(n0 + g) * K;
     const bf16_t* p1 = p0 + (size_t)8 * K;
-    if ((!BAL || CS > 0) && n0 + 16 <= r1 && K % (PNW * PKB) == 0) {
+    if ((!BAL || CS > 0) && !ONE && n0 + 16 <= r1 && K % (PNW * PKB) == 0) {
       const int kc = K / (PNW * PKB);
 #pragma unroll
       for (int c = 0; c < CR + CS; ++c) {
@@ -664,20 +666,21 @@ PROJ_KERNEL(mhc_projection_w16_m8, 8, true, true)
 // (K <= (CR + CS) * 1024), with TWO (rr2) a block's second tile wholly in shared memory, with BAL
 // (rrb) the rows dealt evenly over the blocks (at most 20 a block); same parameters as the ring
 // kernels (kpw and nst unused).
-#define PROJ_RR_KERNEL(name, CR, CS, TWO, BAL)                                                  \
+#define PROJ_RR_KERNEL(name, CR, CS, TWO, BAL, ONE)                                             \
   extern "C" __global__ void __launch_bounds__(PNW * WARP, 1)                                 \
       name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst, \
            u64* tl) {                                                                         \
-    proj_rr_body<CR, CS, TWO, BAL>(a, w, y, M, N, K, tl);                                     \
+    proj_rr_body<CR, CS, TWO, BAL, ONE>(a, w, y, M, N, K, tl);                                \
   }
-PROJ_RR_KERNEL(mhc_projection_rr_c4, 4, 0, false, false)
-PROJ_RR_KERNEL(mhc_projection_rr_c5, 5, 0, false, false)
-PROJ_RR_KERNEL(mhc_projection_rr_c7, 5, 2, false, false)
-PROJ_RR_KERNEL(mhc_projection_rr2_c4, 4, 0, true, false)
-PROJ_RR_KERNEL(mhc_projection_rr2_c5, 5, 0, true, false)
-PROJ_RR_KERNEL(mhc_projection_rrb_c4, 4, 0, false, true)
-PROJ_RR_KERNEL(mhc_projection_rrb_c5, 5, 0, false, true)
-PROJ_RR_KERNEL(mhc_projection_rrb_c7, 5, 2, false, true)
+PROJ_RR_KERNEL(mhc_projection_rr_c4, 4, 0, false, false, false)
+PROJ_RR_KERNEL(mhc_projection_rr1_c4, 4, 0, false, false, true)
+PROJ_RR_KERNEL(mhc_projection_rr_c5, 5, 0, false, false, false)
+PROJ_RR_KERNEL(mhc_projection_rr_c7, 5, 2, false, false, false)
+PROJ_RR_KERNEL(mhc_projection_rr2_c4, 4, 0, true, false, false)
+PROJ_RR_KERNEL(mhc_projection_rr2_c5, 5, 0, true, false, false)
+PROJ_RR_KERNEL(mhc_projection_rrb_c4, 4, 0, false, true, false)
+PROJ_RR_KERNEL(mhc_projection_rrb_c5, 5, 0, false, true, false)
+PROJ_RR_KERNEL(mhc_projection_rrb_c7, 5, 2, false, true, false)
 
 // The streaming variant: D = 2 k-blocks a warp in flight, two blocks an SM (122 registers; D = 3
 // spilled at the 128 that two blocks allow).
