@@ -1436,21 +1436,11 @@ mod tests {
             (p.kernel, p.blocks, p.smem),
             ("mhc_projection_rr_c4", 64, 4 * 2 * 4096)
         );
-        // kpw = 1: every load of w tested (rr1_c4), at K <= 4096 only; the table takes it at
-        // 4096 x 1024 from M = 3 with PDL.
+        // kpw = 1: every load of w tested (rr1_c4), at K <= 4096 only.
         let p = pp(3, 4096, 1024, Some((1, 0, 0, 0, 1))).unwrap();
         assert_eq!((p.kernel, p.blocks), ("mhc_projection_rr1_c4", 64));
         let p = pp(3, 5120, 1024, Some((1, 0, 0, 0, 1))).unwrap();
         assert_eq!(p.kernel, "mhc_projection_rr_c5");
-        for (m, pdl, want) in [
-            (2, true, "mhc_projection_rr_c4"),
-            (3, true, "mhc_projection_rr1_c4"),
-            (8, true, "mhc_projection_rr1_c4"),
-            (4, false, "mhc_projection_rr_c4"),
-        ] {
-            let p = projection_plan(m, 4096, 1024, 132, pdl, budget, None).unwrap();
-            assert_eq!(p.kernel, want, "M={m} pdl={pdl}");
-        }
         let p = pp(5, 5120, 2048, Some((0, 0, 2, 16, 1))).unwrap();
         assert_eq!(
             (p.kernel, p.blocks, p.smem),
@@ -1488,9 +1478,12 @@ mod tests {
         assert!(pp(9, 4096, 1024, Some((0, 0, 0, 0, 1))).is_err());
         assert!(pp(1, 4096, 1024, Some((0, 0, 0, 8, 1))).is_err());
         // The table with PDL: the rows dealt evenly at K = 4096 and 5120, M <= 8, except
-        // 4096 x 1024 (w in registers); past M = 8 and without PDL the heuristic's ring or w in
-        // registers; at K = 7168, N = 2560 w streamed through registers at M <= 4.
+        // 4096 x 1024 (w in registers, with every load tested from M = 3); past M = 8 and without
+        // PDL the heuristic's ring or w in registers; at K = 7168, N = 2560 w streamed through
+        // registers at M <= 4.
         for (m, k, n, kernel, blocks) in [
+            (3, 4096, 1024, "mhc_projection_rr1_c4", 64),
+            (8, 4096, 1024, "mhc_projection_rr1_c4", 64),
             (1, 4096, 2560, "mhc_projection_rrb_c4", 132),
             (8, 4096, 2560, "mhc_projection_rrb_c4", 132),
             (4, 4096, 2048, "mhc_projection_rrb_c4", 128),
@@ -1508,6 +1501,8 @@ mod tests {
         assert_eq!(p.kernel, "mhc_projection_m16");
         let p = projection_plan(1, 4096, 2560, 132, false, budget, None).unwrap();
         assert_eq!((p.kpw, p.nst, p.blocks), (2, 2, 160));
+        let p = projection_plan(4, 4096, 1024, 132, false, budget, None).unwrap();
+        assert_eq!(p.kernel, "mhc_projection_rr_c4");
         let p = pp(1, 7168, 2560, None).unwrap();
         assert_eq!((p.kernel, p.blocks), ("mhc_projection_rs2", 160));
         let p = projection_plan(4, 7168, 2560, 132, false, budget, None).unwrap();
