@@ -611,8 +611,8 @@ pub struct ProjPlan {
 /// 16-row operand, M <= 8 with resident rows of a only), 8 or 0 the default 8; regs = 1 takes the
 /// register-resident variant (no ring: a tile of 16 rows of w held in registers, and past
 /// K = 5120 partly in shared memory; K <= 7168, M <= 8; nst is ignored, and kpw = 1 at
-/// K <= 4096 takes rr1_c4, whose loads of w all test their row and column, else kpw is ignored), regs = 2 the
-/// same where a block has two tiles (tpb 2, or more tiles than SMs), the second whole in shared
+/// K <= 4096 takes rr1_c4, whose loads of w all test their row and column, else kpw is
+/// ignored), regs = 2 the same where a block has two tiles (tpb 2, or more tiles than SMs), the second whole in shared
 /// memory (K <= 5120), regs = 3 the rows dealt evenly over min(SMs, n-tiles) blocks (at most 20
 /// a block: 16 in registers as with regs = 1, the rest in shared memory; tpb is ignored), regs = 4
 /// w streamed through registers, 2 k-blocks a warp in flight and two blocks an SM (any K, M <= 8;
@@ -644,8 +644,8 @@ pub type ProjOverride = (u32, u32, u32, u32, u32);
 /// M = 1 and 8, w streamed through registers at M = 2, 4), 5120 x 2560 -1.6 to -4.3 % at M <= 4
 /// and -19.1 % at M = 8 (the ring). At 4096 x 1024 +4.5 to +8.1 %; at K = 7168 +9 to +13 %, and
 /// since attempt 93 even with w streamed through registers at N = 2560 and 3-5 % slower than w
-/// in registers at N = 1024 and 2048: not taken there. (Attempt 41's loss at K = 4096 measured a kernel whose loads of w sat below
-/// the wait, attempt 89.)
+/// in registers at N = 1024 and 2048: not taken there. (Attempt 41's loss at K = 4096 measured
+/// a kernel whose loads of w sat below the wait, attempt 89.)
 ///
 /// w streamed through registers (regs = 4, attempt 55): at 7168 x 2560 with PDL, M <= 4, 160
 /// blocks of one tile, two an SM: -2.7 / -4.5 / -5.2 % against the ring at M = 1, 2, 4.
