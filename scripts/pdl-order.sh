@@ -25,7 +25,7 @@ cubin=$(ls "$OUT"/projection-sm_90-*.cubin)
 # flight; rr8: 4, 5 or 7.
 declare -A WANT=(
   [rr_c4]=64 [rr_c5]=80 [rr_c7]=80 [rr2_c4]=64 [rr2_c5]=80 [rrb_c4]=32 [rrb_c5]=40 [rrb_c7]=80
-  [rr1_c4]=32
+  [rr1_c4]=32 [rrb_c5_mc2]=40
   [rs2]=16 [rr8_c4]=16 [rr8_c5]=20 [rr8_c7]=28
 )
 RING=(m4 m8 m16 w16_m4 w16_m8)

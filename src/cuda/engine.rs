@@ -1202,6 +1202,23 @@ impl CudaEngine {
         args: &[Arg],
         kernels: &mut Vec<String>,
     ) -> Result<()> {
+        unsafe { self.run_ex_cluster(name, grid, block, smem, pdl, 0, stream, args, kernels) }
+    }
+
+    /// `run_ex` in clusters of `cluster` blocks along x (0: no clusters).
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn run_ex_cluster(
+        &self,
+        name: &str,
+        grid: (u32, u32, u32),
+        block: u32,
+        smem: u32,
+        pdl: bool,
+        cluster: u32,
+        stream: CUstream,
+        args: &[Arg],
+        kernels: &mut Vec<String>,
+    ) -> Result<()> {
         let mut store: Vec<[u8; 8]> = args
             .iter()
             .map(|a| {
@@ -1221,7 +1238,7 @@ impl CudaEngine {
             .collect();
         unsafe {
             self.dev
-                .launch(name, grid, block, smem, stream, &mut ptrs, pdl)?
+                .launch_cluster(name, grid, block, smem, stream, &mut ptrs, pdl, cluster)?
         };
         if !kernels.iter().any(|k| k == name) {
             kernels.push(name.to_string());
@@ -1310,13 +1327,14 @@ impl CudaEngine {
                 )?;
                 let grid = (pp.blocks, p.m.div_ceil(16) as u32, 1);
                 return unsafe {
-                    self.run_ex(
+                    self.run_ex_cluster(
                         pp.kernel,
                         grid,
                         256,
                         pp.smem,
                         // w is read before the kernel waits for the previous one (a weight).
                         self.pdl.get(),
+                        pp.cluster,
                         stream,
                         &[
                             P(p.a),

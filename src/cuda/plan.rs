@@ -603,6 +603,8 @@ pub struct ProjPlan {
     pub nst: u32,
     pub smem: u32,
     pub blocks: u32,
+    /// Blocks a cluster (along the grid's x) for the multicast variant; 0 launches no clusters.
+    pub cluster: u32,
 }
 
 /// A forced projection plan: (kpw, nst, tpb, rows, regs). kpw = nst = 0 keeps the heuristic's
@@ -612,7 +614,9 @@ pub struct ProjPlan {
 /// register-resident variant (no ring: a tile of 16 rows of w held in registers, and past
 /// K = 5120 partly in shared memory; K <= 7168, M <= 8; nst is ignored, and kpw = 1 at
 /// K <= 4096 takes rr1_c4, whose loads of w all test their row and column, else kpw is
-/// ignored), regs = 2 the same where a block has two tiles (tpb 2, or more tiles than SMs), the second whole in shared
+/// ignored), regs = 3 with kpw = 2 the rows dealt evenly (below) with the rows of a multicast over
+/// clusters of two blocks (rrb_c5_mc2: 4096 < K <= 5120, K a multiple of 16, an even number of
+/// blocks), regs = 2 the same where a block has two tiles (tpb 2, or more tiles than SMs), the second whole in shared
 /// memory (K <= 5120), regs = 3 the rows dealt evenly over min(SMs, n-tiles) blocks (at most 20
 /// a block: 16 in registers as with regs = 1, the rest in shared memory; tpb is ignored), regs = 4
 /// w streamed through registers, 2 k-blocks a warp in flight and two blocks an SM (any K, M <= 8;
@@ -656,10 +660,18 @@ pub type ProjOverride = (u32, u32, u32, u32, u32);
 /// w in registers with a test on every load of w (kpw = 1, regs = 1: RR's code before attempt 93,
 /// rr1_c4; attempt 97, one run, two rounds): at 4096 x 1024 with PDL, M = 3..8, -2.8 % at M = 4
 /// and -7.4 % at M = 8 against RR (+3.7 / +2.4 % at M = 1 / 2, where RR stays).
-const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 16] = [
+///
+/// The rows dealt evenly with a multicast over clusters of two (kpw = 2, regs = 3, rrb_c5_mc2;
+/// attempt 101, two sessions, two and three rounds): at 5120 x 1024 with PDL, M = 2..4, -3.0 /
+/// -2.3 % at M = 2, -1.2 % at M = 3, -6.7 / -5.7 % at M = 4 against rrb_c5 (M = 1 +0.0 / +2.0 %
+/// and M = 8 +0.3 %, where rrb_c5 stays). It lost at every other shape tried (N = 2048 and 2560,
+/// 4096 x 1024), and clusters of four lost everywhere.
+const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 18] = [
     ((4096, 1024), (0, 0, 0, 0, 1), false, 2),
     ((4096, 1024), (1, 0, 0, 0, 1), true, 8),
     ((4096, 1024), (0, 0, 0, 0, 1), false, 8),
+    ((5120, 1024), (0, 0, 0, 0, 3), true, 1),
+    ((5120, 1024), (2, 0, 0, 0, 3), true, 4),
     ((5120, 1024), (0, 0, 0, 0, 3), true, 8),
     ((5120, 1024), (0, 0, 0, 0, 1), false, 8),
     ((7168, 1024), (0, 0, 0, 0, 1), false, 8),
@@ -757,6 +769,7 @@ pub fn projection_plan(
                 n.div_ceil(16).max(1),
                 forced.map_or(0, |f| f.2 as usize).max(1),
             ),
+            cluster: 0,
         });
     }
     // regs = 6: tiles of 8 rows in registers (the operands as the ring kernel's), up to 7
@@ -786,6 +799,7 @@ pub fn projection_plan(
             nst: 0,
             smem: smem as u32,
             blocks: blocks as u32,
+            cluster: 0,
         });
     }
     // The register-resident variants: tiles of 16 rows, up to 5 k-blocks per warp in registers
@@ -800,6 +814,7 @@ pub fn projection_plan(
             (1, 0..=4) => ("mhc_projection_rr_c4", 0),
             (1, 5) => ("mhc_projection_rr_c5", 0),
             (1, _) => ("mhc_projection_rr_c7", 2 * 32768),
+            (3, 5) if forced.is_some_and(|f| f.0 == 2) => ("mhc_projection_rrb_c5_mc2", 5 * 8192),
             (3, 0..=4) => ("mhc_projection_rrb_c4", 4 * 8192),
             (3, 5) => ("mhc_projection_rrb_c5", 5 * 8192),
             (3, _) => ("mhc_projection_rrb_c7", 2 * 32768 + 7 * 8192),
@@ -820,12 +835,24 @@ pub fn projection_plan(
                 kmax * 1024
             )));
         }
+        // The multicast variant: clusters of two along x, each block with rows (it waits for
+        // the other at its exit), and a's rows in two 16-byte-aligned halves.
+        let cluster = if kernel.ends_with("_mc2") { 2 } else { 0 };
+        if cluster != 0
+            && (!blocks.is_multiple_of(cluster) || !k.is_multiple_of(8 * cluster as usize))
+        {
+            return Err(Error::Unsupported(format!(
+                "projection plan with the rows of a multicast (kpw = 2, regs = 3) at M={m}, K={k}, N={n}: needs K a multiple of {} and an even number of blocks ({blocks})",
+                8 * cluster
+            )));
+        }
         return Ok(ProjPlan {
             kernel,
             kpw: 0,
             nst: 0,
             smem: smem as u32,
             blocks,
+            cluster,
         });
     }
     let slot = |kpw: usize| (th + if res { 0 } else { ar }) * row(kpw);
@@ -869,6 +896,7 @@ pub fn projection_plan(
         nst: nst as u32,
         smem: (nst * slot(kpw) + if res { a_res(ar) } else { 0 }) as u32,
         blocks: grid(tiles, tpb),
+        cluster: 0,
     })
 }
 
@@ -1463,8 +1491,22 @@ mod tests {
         assert!(pp(5, 5120, 2560, Some((0, 0, 0, 0, 2))).is_err());
         assert!(pp(1, 7168, 2048, Some((0, 0, 0, 0, 2))).is_err());
         let p = pp(1, 4096, 1024, Some((0, 0, 0, 0, 3))).unwrap();
-        assert_eq!((p.kernel, p.blocks), ("mhc_projection_rrb_c4", 64));
+        assert_eq!(
+            (p.kernel, p.blocks, p.cluster),
+            ("mhc_projection_rrb_c4", 64, 0)
+        );
         assert!(pp(1, 4096, 1024, Some((0, 0, 0, 0, 5))).is_err());
+        // kpw = 2 with regs = 3: a multicast over clusters of two, at 4096 < K <= 5120 only, K a
+        // multiple of 16 and an even number of blocks.
+        let p = pp(3, 5120, 1024, Some((2, 0, 0, 0, 3))).unwrap();
+        assert_eq!(
+            (p.kernel, p.blocks, p.cluster, p.smem),
+            ("mhc_projection_rrb_c5_mc2", 64, 2, 4 * 2 * 5120 + 5 * 8192)
+        );
+        assert_eq!(pp(1, 5120, 2560, Some((2, 0, 0, 0, 3))).unwrap().cluster, 2);
+        assert_eq!(pp(1, 4096, 1024, Some((2, 0, 0, 0, 3))).unwrap().cluster, 0);
+        assert!(pp(1, 5112, 1024, Some((2, 0, 0, 0, 3))).is_err());
+        assert!(pp(1, 5120, 1000, Some((2, 0, 0, 0, 3))).is_err());
         // w streamed through registers: one tile a block (or tpb), any K, M <= 8.
         let p = pp(4, 7168, 2560, Some((0, 0, 0, 0, 4))).unwrap();
         assert_eq!(
@@ -1477,8 +1519,9 @@ mod tests {
         assert!(pp(1, 4096, 1024, Some((0, 0, 0, 8, 4))).is_err());
         assert!(pp(9, 4096, 1024, Some((0, 0, 0, 0, 1))).is_err());
         assert!(pp(1, 4096, 1024, Some((0, 0, 0, 8, 1))).is_err());
-        // The table with PDL: the rows dealt evenly at K = 4096 and 5120, M <= 8, except
-        // 4096 x 1024 (w in registers, with every load tested from M = 3); past M = 8 and without
+        // The table with PDL: the rows dealt evenly at K = 4096 and 5120, M <= 8 (at 5120 x 1024,
+        // M = 2..4, with a's rows multicast), except 4096 x 1024 (w in registers, with every load
+        // tested from M = 3); past M = 8 and without
         // PDL the heuristic's ring or w in registers; at K = 7168, N = 2560 w streamed through
         // registers at M <= 4.
         for (m, k, n, kernel, blocks) in [
@@ -1491,9 +1534,13 @@ mod tests {
             (8, 5120, 2560, "mhc_projection_rrb_c5", 132),
             (1, 5120, 2048, "mhc_projection_rrb_c5", 128),
             (8, 5120, 1024, "mhc_projection_rrb_c5", 64),
+            (1, 5120, 1024, "mhc_projection_rrb_c5", 64),
+            (2, 5120, 1024, "mhc_projection_rrb_c5_mc2", 64),
+            (4, 5120, 1024, "mhc_projection_rrb_c5_mc2", 64),
         ] {
             let p = pp(m, k, n, None).unwrap();
             assert_eq!((p.kernel, p.blocks), (kernel, blocks), "{m} {k} {n}");
+            assert_eq!(p.cluster, if kernel.ends_with("_mc2") { 2 } else { 0 });
         }
         let p = pp(2, 4096, 1024, None).unwrap();
         assert_eq!((p.kernel, p.blocks), ("mhc_projection_rr_c4", 64));

@@ -274,7 +274,7 @@ __device__ __forceinline__ uint4 ld_stream16(const void* p) {
 // second MMA tile whose rows g + 8 and g >= 4 are zeros. An output element is the same MMA element
 // over the same products wherever its row sits in a tile, so the bits are every other plan's.
 #define PBAL_MAX 20
-template <int CR, int CS, bool TWO, bool BAL, bool ONE = false>
+template <int CR, int CS, bool TWO, bool BAL, bool ONE = false, int MC = 1>
 __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
                                              float* __restrict__ y, int M, int N, int K, u64* tl) {
   static_assert(!(TWO && BAL), "one or the other");
@@ -310,6 +310,7 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
+  if constexpr (MC > 1) cluster_arrive_relaxed();  // this block's barrier is ready for the others
 
   const uint4 z = make_uint4(0, 0, 0, 0);
   uint4 w0[CR][4], w1[CR][4];  // rows g and g + 8, k-block c * PNW + warp, vector v
@@ -396,16 +397,37 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
   // sunk below a plain wait (and below a's landing); the other variants keep theirs ahead
   // without the pinned wait (the pinned wait on all of them measured -0.5 to +1.4 %, noise:
   // PERF_NOTES.md attempt 90), and their code is left as measured.
-  if constexpr (BAL && CR + CS <= 4)
+  if constexpr ((BAL && CR + CS <= 4) || MC > 1)
     pdl_wait_after_loads(K < 0);
   else
     pdl_wait();
   STAMP(tl, PTL_WAITED);
   // The rows of a are contiguous: one copy (per-row copies cost 5-7 % at M = 2 and 4; the
   // unpadded rows put two tokens of a quarter-warp's 16-byte reads in one bank).
-  if (threadIdx.x == 0) mbar_expect_tx(&abar, 2u * (u32)K * mrows);
-  if (threadIdx.x == 1) bulk_copy(asm_, a + (size_t)m0 * K, 2u * (u32)K * mrows, &abar);
-  mbar_wait(&abar, 0);
+  if constexpr (MC == 1) {
+    if (threadIdx.x == 0) mbar_expect_tx(&abar, 2u * (u32)K * mrows);
+    if (threadIdx.x == 1) bulk_copy(asm_, a + (size_t)m0 * K, 2u * (u32)K * mrows, &abar);
+    mbar_wait(&abar, 0);
+  } else {
+    // MC (the _mc2 variant): the MC blocks of a cluster each read 1/MC of the rows of a from L2
+    // and multicast it into all of them (every block's barrier expects all of a). The engine
+    // launches it in clusters of MC only where K is a multiple of 8 * MC (16-byte pieces) and
+    // every block has rows (no block leaves before the cluster barriers).
+    cluster_wait();  // every block's barrier is initialized
+    const u32 bytes = 2u * (u32)K * mrows, part = bytes / MC;
+    if (threadIdx.x == 0) mbar_expect_tx(&abar, bytes);
+    if (threadIdx.x == 1) {
+      const u32 r = cluster_rank();
+      asm volatile(
+          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], "
+          "%4;" ::"r"(smem_u32(asm_ + r * part)),
+          "l"((const unsigned char*)(a + (size_t)m0 * K) + r * part), "r"(part), "r"(smem_u32(&abar)),
+          "h"((unsigned short)((1u << MC) - 1))
+          : "memory");
+    }
+    mbar_wait(&abar, 0);
+    cluster_arrive_relaxed();  // all of a landed here: the matching wait is before the exit
+  }
   STAMP(tl, PTL_A);
 
   const bool a0ok = g < mrows;
@@ -459,6 +481,8 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
       run_tile(t, insm, false);
     }
   }
+  // No block leaves while another block's multicast may still write into it.
+  if constexpr (MC > 1) cluster_wait();
   STAMP(tl, PTL_EXIT);
 }
 
@@ -666,21 +690,22 @@ PROJ_KERNEL(mhc_projection_w16_m8, 8, true, true)
 // (K <= (CR + CS) * 1024), with TWO (rr2) a block's second tile wholly in shared memory, with BAL
 // (rrb) the rows dealt evenly over the blocks (at most 20 a block); same parameters as the ring
 // kernels (kpw and nst unused).
-#define PROJ_RR_KERNEL(name, CR, CS, TWO, BAL, ONE)                                             \
+#define PROJ_RR_KERNEL(name, CR, CS, TWO, BAL, ONE, MC)                                         \
   extern "C" __global__ void __launch_bounds__(PNW * WARP, 1)                                 \
       name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst, \
            u64* tl) {                                                                         \
-    proj_rr_body<CR, CS, TWO, BAL, ONE>(a, w, y, M, N, K, tl);                                \
+    proj_rr_body<CR, CS, TWO, BAL, ONE, MC>(a, w, y, M, N, K, tl);                            \
   }
-PROJ_RR_KERNEL(mhc_projection_rr_c4, 4, 0, false, false, false)
-PROJ_RR_KERNEL(mhc_projection_rr1_c4, 4, 0, false, false, true)
-PROJ_RR_KERNEL(mhc_projection_rr_c5, 5, 0, false, false, false)
-PROJ_RR_KERNEL(mhc_projection_rr_c7, 5, 2, false, false, false)
-PROJ_RR_KERNEL(mhc_projection_rr2_c4, 4, 0, true, false, false)
-PROJ_RR_KERNEL(mhc_projection_rr2_c5, 5, 0, true, false, false)
-PROJ_RR_KERNEL(mhc_projection_rrb_c4, 4, 0, false, true, false)
-PROJ_RR_KERNEL(mhc_projection_rrb_c5, 5, 0, false, true, false)
-PROJ_RR_KERNEL(mhc_projection_rrb_c7, 5, 2, false, true, false)
+PROJ_RR_KERNEL(mhc_projection_rr_c4, 4, 0, false, false, false, 1)
+PROJ_RR_KERNEL(mhc_projection_rr1_c4, 4, 0, false, false, true, 1)
+PROJ_RR_KERNEL(mhc_projection_rr_c5, 5, 0, false, false, false, 1)
+PROJ_RR_KERNEL(mhc_projection_rr_c7, 5, 2, false, false, false, 1)
+PROJ_RR_KERNEL(mhc_projection_rr2_c4, 4, 0, true, false, false, 1)
+PROJ_RR_KERNEL(mhc_projection_rr2_c5, 5, 0, true, false, false, 1)
+PROJ_RR_KERNEL(mhc_projection_rrb_c4, 4, 0, false, true, false, 1)
+PROJ_RR_KERNEL(mhc_projection_rrb_c5, 5, 0, false, true, false, 1)
+PROJ_RR_KERNEL(mhc_projection_rrb_c7, 5, 2, false, true, false, 1)
+PROJ_RR_KERNEL(mhc_projection_rrb_c5_mc2, 5, 0, false, true, false, 2)
 
 // The streaming variant: D = 2 k-blocks a warp in flight, two blocks an SM (122 registers; D = 3
 // spilled at the 128 that two blocks allow).
