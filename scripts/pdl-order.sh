@@ -20,12 +20,12 @@ cubin=$(ls "$OUT"/projection-sm_90-*.cubin)
 # Loads of w a lane issues for its block's first tile before the wait: 8 a k-block held in
 # registers (two rows of w, four 16-byte vectors) with tiles of 16 rows, 4 with tiles of 8 rows.
 # rr/rr2/rrb: 4, 5 or 5 k-blocks in registers (c7 keeps its other two in shared memory, by
-# cp.async); rr, rr2 and rrb_c7 twice (rrb_c4, rrb_c5 and rr1_c4 once): one code path for
-# whole tiles with K a multiple of 1024, one for the rest (both must precede the wait); rs2: 2 in
-# flight; rr8: 4, 5 or 7.
+# cp.async); rr, rr2, rrb_c7 and rrb_c7_xf twice (rrb_c4, rrb_c5, rrb_c5_mc2 and rr1_c4 once):
+# one code path for whole tiles with K a multiple of 1024, one for the rest (both must precede the
+# wait); rs2: 2 in flight; rr8: 4, 5 or 7.
 declare -A WANT=(
   [rr_c4]=64 [rr_c5]=80 [rr_c7]=80 [rr2_c4]=64 [rr2_c5]=80 [rrb_c4]=32 [rrb_c5]=40 [rrb_c7]=80
-  [rr1_c4]=32 [rrb_c5_mc2]=40
+  [rr1_c4]=32 [rrb_c5_mc2]=40 [rrb_c7_xf]=80
   [rs2]=16 [rr8_c4]=16 [rr8_c5]=20 [rr8_c7]=28
 )
 RING=(m4 m8 m16 w16_m4 w16_m8)

@@ -121,6 +121,7 @@ pub const PROJECTION: KernelModule = KernelModule {
         "mhc_projection_rrb_c5",
         "mhc_projection_rrb_c7",
         "mhc_projection_rrb_c5_mc2",
+        "mhc_projection_rrb_c7_xf",
         "mhc_projection_rs2",
         "mhc_projection_rr8_c4",
         "mhc_projection_rr8_c5",

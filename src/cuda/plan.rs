@@ -616,7 +616,8 @@ pub struct ProjPlan {
 /// K <= 4096 takes rr1_c4, whose loads of w all test their row and column, else kpw is
 /// ignored), regs = 3 with kpw = 2 the rows dealt evenly (below) with the rows of a multicast over
 /// clusters of two blocks (rrb_c5_mc2: 4096 < K <= 5120, K a multiple of 16, an even number of
-/// blocks), regs = 2 the same where a block has two tiles (tpb 2, or more tiles than SMs), the second whole in shared
+/// blocks), regs = 3 with kpw = 3 at K > 5120 the same with the compact rows copied and computed
+/// first (rrb_c7_xf), regs = 2 the same where a block has two tiles (tpb 2, or more tiles than SMs), the second whole in shared
 /// memory (K <= 5120), regs = 3 the rows dealt evenly over min(SMs, n-tiles) blocks (at most 20
 /// a block: 16 in registers as with regs = 1, the rest in shared memory; tpb is ignored), regs = 4
 /// w streamed through registers, 2 k-blocks a warp in flight and two blocks an SM (any K, M <= 8;
@@ -652,7 +653,8 @@ pub type ProjOverride = (u32, u32, u32, u32, u32);
 /// a kernel whose loads of w sat below the wait, attempt 89.)
 ///
 /// w streamed through registers (regs = 4, attempt 55): at 7168 x 2560 with PDL, M <= 4, 160
-/// blocks of one tile, two an SM: -2.7 / -4.5 / -5.2 % against the ring at M = 1, 2, 4.
+/// blocks of one tile, two an SM: -2.7 / -4.5 / -5.2 % against the ring at M = 1, 2, 4 (in the
+/// table until attempt 102).
 ///
 /// Two tiles a block (regs = 2, attempt 26) and tiles of 8 rows (regs = 6, attempt 88) left the
 /// table to the rows dealt evenly; they remain plans to force.
@@ -662,10 +664,14 @@ pub type ProjOverride = (u32, u32, u32, u32, u32);
 /// and -7.4 % at M = 8 against RR (+3.7 / +2.4 % at M = 1 / 2, where RR stays).
 ///
 /// The rows dealt evenly with a multicast over clusters of two (kpw = 2, regs = 3, rrb_c5_mc2;
-/// attempt 101, two sessions, two and three rounds): at 5120 x 1024 with PDL, M = 2..4, -3.0 /
-/// -2.3 % at M = 2, -1.2 % at M = 3, -6.7 / -5.7 % at M = 4 against rrb_c5 (M = 1 +0.0 / +2.0 %
-/// and M = 8 +0.3 %, where rrb_c5 stays). It lost at every other shape tried (N = 2048 and 2560,
-/// 4096 x 1024), and clusters of four lost everywhere.
+/// attempt 101, three sessions, two or three rounds each): at 5120 x 1024 with PDL, M = 2..4,
+/// -3.0 / -2.3 / -2.7 % at M = 2, -1.2 / -2.2 % at M = 3, -6.7 / -5.7 / -6.9 % at M = 4 against
+/// rrb_c5 (M = 1 +0.0 / +2.0 / +0.7 % and M = 8 +0.3 / +1.5 %, where rrb_c5 stays). It lost at
+/// every other shape tried (N = 2048 and 2560, 4096 x 1024), and clusters of four everywhere.
+///
+/// The rows dealt evenly with the compact rows first (kpw = 3, regs = 3, rrb_c7_xf; attempt 102,
+/// two sessions, three rounds each): at 7168 x 2560 with PDL, M <= 4, -5.2 / -4.5 / -3.4 % and
+/// -5.3 / -4.6 / -3.7 / -3.0 % (M = 1 / 2 / (3) / 4) against w streamed through registers.
 const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 18] = [
     ((4096, 1024), (0, 0, 0, 0, 1), false, 2),
     ((4096, 1024), (1, 0, 0, 0, 1), true, 8),
@@ -684,7 +690,7 @@ const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 18] = [
     ((4096, 2560), (2, 2, 2, 0, 0), false, 4),
     ((5120, 2560), (0, 0, 0, 0, 3), true, 8),
     ((5120, 2560), (2, 2, 2, 0, 0), false, 4),
-    ((7168, 2560), (0, 0, 0, 0, 4), true, 4),
+    ((7168, 2560), (3, 0, 0, 0, 3), true, 4),
 ];
 
 /// Most rows of w a block of the balanced register-resident variant takes (PBAL_MAX in
@@ -815,6 +821,9 @@ pub fn projection_plan(
             (1, 5) => ("mhc_projection_rr_c5", 0),
             (1, _) => ("mhc_projection_rr_c7", 2 * 32768),
             (3, 5) if forced.is_some_and(|f| f.0 == 2) => ("mhc_projection_rrb_c5_mc2", 5 * 8192),
+            (3, 6..) if forced.is_some_and(|f| f.0 == 3) => {
+                ("mhc_projection_rrb_c7_xf", 2 * 32768 + 7 * 8192)
+            }
             (3, 0..=4) => ("mhc_projection_rrb_c4", 4 * 8192),
             (3, 5) => ("mhc_projection_rrb_c5", 5 * 8192),
             (3, _) => ("mhc_projection_rrb_c7", 2 * 32768 + 7 * 8192),
@@ -1507,6 +1516,22 @@ mod tests {
         assert_eq!(pp(1, 4096, 1024, Some((2, 0, 0, 0, 3))).unwrap().cluster, 0);
         assert!(pp(1, 5112, 1024, Some((2, 0, 0, 0, 3))).is_err());
         assert!(pp(1, 5120, 1000, Some((2, 0, 0, 0, 3))).is_err());
+        // kpw = 3 with regs = 3: the compact rows first, past K = 5120 only (M <= 4 there).
+        let p = pp(4, 7168, 2560, Some((3, 0, 0, 0, 3))).unwrap();
+        assert_eq!(
+            (p.kernel, p.blocks, p.cluster, p.smem),
+            (
+                "mhc_projection_rrb_c7_xf",
+                132,
+                0,
+                4 * 2 * 7168 + 65536 + 7 * 8192
+            )
+        );
+        assert_eq!(
+            pp(4, 5120, 2560, Some((3, 0, 0, 0, 3))).unwrap().kernel,
+            "mhc_projection_rrb_c5"
+        );
+        assert!(pp(5, 7168, 2560, Some((3, 0, 0, 0, 3))).is_err());
         // w streamed through registers: one tile a block (or tpb), any K, M <= 8.
         let p = pp(4, 7168, 2560, Some((0, 0, 0, 0, 4))).unwrap();
         assert_eq!(
@@ -1522,8 +1547,8 @@ mod tests {
         // The table with PDL: the rows dealt evenly at K = 4096 and 5120, M <= 8 (at 5120 x 1024,
         // M = 2..4, with a's rows multicast), except 4096 x 1024 (w in registers, with every load
         // tested from M = 3); past M = 8 and without
-        // PDL the heuristic's ring or w in registers; at K = 7168, N = 2560 w streamed through
-        // registers at M <= 4.
+        // PDL the heuristic's ring or w in registers; at K = 7168, N = 2560 the rows dealt evenly
+        // with the compact rows first at M <= 4.
         for (m, k, n, kernel, blocks) in [
             (3, 4096, 1024, "mhc_projection_rr1_c4", 64),
             (8, 4096, 1024, "mhc_projection_rr1_c4", 64),
@@ -1551,7 +1576,9 @@ mod tests {
         let p = projection_plan(4, 4096, 1024, 132, false, budget, None).unwrap();
         assert_eq!(p.kernel, "mhc_projection_rr_c4");
         let p = pp(1, 7168, 2560, None).unwrap();
-        assert_eq!((p.kernel, p.blocks), ("mhc_projection_rs2", 160));
+        assert_eq!((p.kernel, p.blocks), ("mhc_projection_rrb_c7_xf", 132));
+        let p = pp(5, 7168, 2560, None).unwrap();
+        assert_eq!(p.kernel, "mhc_projection_m8");
         let p = projection_plan(4, 7168, 2560, 132, false, budget, None).unwrap();
         assert_eq!(p.kernel, "mhc_projection_m4");
         let p = projection_plan(4, 4096, 2560, 132, false, budget, None).unwrap();

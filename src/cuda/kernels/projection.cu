@@ -35,9 +35,11 @@
 //   k-blocks of a 16-row tile straight into registers before the wait, as a pure read of w does,
 //   and runs the W16 MMA sequence from there; the H200 table (plan.rs) takes rr at N = 1024 and
 //   2048 (and without PDL; rr1, its loads each tested, at 4096 x 1024 from M = 3 with PDL), and
-//   rrb (the rows dealt evenly) at every N of K = 4096 and 5120 but 4096 x 1024;
+//   rrb (the rows dealt evenly) at every N of K = 4096 and 5120 but 4096 x 1024 (at 5120 x 1024,
+//   M = 2..4, rrb_c5_mc2: the rows of a multicast over clusters of two), and at 7168 x 2560 with
+//   its compact rows first (rrb_c7_xf);
 // - the streaming variant (rs2) keeps only two k-blocks a warp in registers at a time, so
-//   that two blocks share an SM: the table takes it at 7168 x 2560;
+//   that two blocks share an SM (no table entry since attempt 102);
 // - the register-resident variant in tiles of 8 rows (rr8; last) holds half RR's registers of w
 //   a lane, so two blocks share an SM up to K = 5120 (no table entry since attempt 92; rr2
 //   neither).
@@ -274,7 +276,15 @@ __device__ __forceinline__ uint4 ld_stream16(const void* p) {
 // second MMA tile whose rows g + 8 and g >= 4 are zeros. An output element is the same MMA element
 // over the same products wherever its row sits in a tile, so the bits are every other plan's.
 #define PBAL_MAX 20
-template <int CR, int CS, bool TWO, bool BAL, bool ONE = false, int MC = 1>
+// cp.async groups: the copies a thread issued since its last commit form one group; wait_group<N>
+// returns once at most N of its most recent groups are still in flight.
+__device__ __forceinline__ void proj_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void proj_cp_wait_group() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+template <int CR, int CS, bool TWO, bool BAL, bool ONE = false, int MC = 1, bool XF = false>
 __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
                                              float* __restrict__ y, int M, int N, int K, u64* tl) {
   static_assert(!(TWO && BAL), "one or the other");
@@ -374,30 +384,43 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
       }
     }
   };
-  load_tile(t0, CR, 0);
-  // With TWO the block's second tile goes whole to shared memory, also ahead of the wait.
-  if (TWO && t0 + 1 < t1) load_tile(t0 + 1, 0, CS * 8);
   // With BAL the block's rows past its first 16 (at most 4) go to the compact area.
-  if (BAL && t1 > 1 && lane < 16) {
-    const int n = r0 + 16 + g;
-    const bool ok = n < r1;
-    const bf16_t* p0 = w + (size_t)n * K;
+  auto load_compact = [&]() {
+    if (BAL && t1 > 1 && lane < 16) {
+      const int n = r0 + 16 + g;
+      const bool ok = n < r1;
+      const bf16_t* p0 = w + (size_t)n * K;
 #pragma unroll
-    for (int c = 0; c < CR + CS; ++c) {
+      for (int c = 0; c < CR + CS; ++c) {
 #pragma unroll
-      for (int v = 0; v < 4; ++v) {
-        const int col = (c * PNW + warp) * PKB + 8 * q + 32 * v;
-        cp_async16(xsl(c, v), ok && col < K ? p0 + col : w, ok && col < K ? 16 : 0);
+        for (int v = 0; v < 4; ++v) {
+          const int col = (c * PNW + warp) * PKB + 8 * q + 32 * v;
+          cp_async16(xsl(c, v), ok && col < K ? p0 + col : w, ok && col < K ? 16 : 0);
+        }
       }
     }
+  };
+  // XF (rrb_c7_xf): the compact rows first, as their own cp.async group, then the register tile
+  // (its shared-memory k-blocks a second group); after a lands the compact tile runs first, on
+  // rows that landed first, and the register tile's MMAs follow its loads (PERF_NOTES.md attempt
+  // 102: -3 to -5 % at 7168 x 2560; the same order lost 6-9 % for rrb_c4 and rrb_c5, and the
+  // register tile first with only the wait split into groups gained under 1 %).
+  if (XF) {
+    load_compact();
+    proj_cp_commit();
   }
+  load_tile(t0, CR, 0);
+  if (XF) proj_cp_commit();
+  // With TWO the block's second tile goes whole to shared memory, also ahead of the wait.
+  if (TWO && t0 + 1 < t1) load_tile(t0 + 1, 0, CS * 8);
+  if (!XF) load_compact();
   STAMP(tl, PTL_ISSUED);
 
   // a may be the previous kernel's output; y may still be read by it. rrb_c4's loads of w were
   // sunk below a plain wait (and below a's landing); the other variants keep theirs ahead
   // without the pinned wait (the pinned wait on all of them measured -0.5 to +1.4 %, noise:
   // PERF_NOTES.md attempt 90), and their code is left as measured.
-  if constexpr ((BAL && CR + CS <= 4) || MC > 1)
+  if constexpr ((BAL && CR + CS <= 4) || MC > 1 || XF)
     pdl_wait_after_loads(K < 0);
   else
     pdl_wait();
@@ -439,12 +462,17 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
     // This thread's own vectors, where the tile reads any: the register tile of rr and rrb
     // starts as its registers land, without waiting for the second tile's or the compact rows'
     // copies (PERF_NOTES.md attempt 94).
-    if (CS > 0 || insm || inx) cp_async_wait_all();
+    if (XF) {
+      if (inx) proj_cp_wait_group<1>();  // the compact rows (the register tile's copies may fly on)
+    } else if (CS > 0 || insm || inx) {
+      cp_async_wait_all();
+    }
     float d[4][4] = {};
 #pragma unroll
     for (int c = 0; c < CR + CS; ++c) {
       const int kb = c * PNW + warp;
       if (kb >= nkb) break;
+      if (XF && CS > 0 && !inx && c == CR) proj_cp_wait_group<0>();  // its shared-memory k-blocks
       const unsigned char* sa_ = asm_ + g * arow + kb * (2 * PKB) + 16 * q;
       uint4 av[4], x0[4], x1[4];
 #pragma unroll
@@ -469,7 +497,11 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
     proj_store_tile<true>(part, y, m0, mrows, tile_n0(t), N, r1);
     __syncthreads();  // part is rewritten by the next tile
   };
-  if constexpr (BAL) {
+  if constexpr (BAL && XF) {
+    // The compact rows (landed first), then the register tile as its loads land.
+    if (t1 > 1) run_tile(1, false, true);
+    run_tile(0, false, false);
+  } else if constexpr (BAL) {
     // The register tile, then (the registers free) the compact rows.
     run_tile(0, false, false);
     if (t1 > 1) run_tile(1, false, true);
@@ -690,22 +722,23 @@ PROJ_KERNEL(mhc_projection_w16_m8, 8, true, true)
 // (K <= (CR + CS) * 1024), with TWO (rr2) a block's second tile wholly in shared memory, with BAL
 // (rrb) the rows dealt evenly over the blocks (at most 20 a block); same parameters as the ring
 // kernels (kpw and nst unused).
-#define PROJ_RR_KERNEL(name, CR, CS, TWO, BAL, ONE, MC)                                         \
+#define PROJ_RR_KERNEL(name, CR, CS, TWO, BAL, ONE, MC, XF)                                     \
   extern "C" __global__ void __launch_bounds__(PNW * WARP, 1)                                 \
       name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst, \
            u64* tl) {                                                                         \
-    proj_rr_body<CR, CS, TWO, BAL, ONE, MC>(a, w, y, M, N, K, tl);                            \
+    proj_rr_body<CR, CS, TWO, BAL, ONE, MC, XF>(a, w, y, M, N, K, tl);                        \
   }
-PROJ_RR_KERNEL(mhc_projection_rr_c4, 4, 0, false, false, false, 1)
-PROJ_RR_KERNEL(mhc_projection_rr1_c4, 4, 0, false, false, true, 1)
-PROJ_RR_KERNEL(mhc_projection_rr_c5, 5, 0, false, false, false, 1)
-PROJ_RR_KERNEL(mhc_projection_rr_c7, 5, 2, false, false, false, 1)
-PROJ_RR_KERNEL(mhc_projection_rr2_c4, 4, 0, true, false, false, 1)
-PROJ_RR_KERNEL(mhc_projection_rr2_c5, 5, 0, true, false, false, 1)
-PROJ_RR_KERNEL(mhc_projection_rrb_c4, 4, 0, false, true, false, 1)
-PROJ_RR_KERNEL(mhc_projection_rrb_c5, 5, 0, false, true, false, 1)
-PROJ_RR_KERNEL(mhc_projection_rrb_c7, 5, 2, false, true, false, 1)
-PROJ_RR_KERNEL(mhc_projection_rrb_c5_mc2, 5, 0, false, true, false, 2)
+PROJ_RR_KERNEL(mhc_projection_rr_c4, 4, 0, false, false, false, 1, false)
+PROJ_RR_KERNEL(mhc_projection_rr1_c4, 4, 0, false, false, true, 1, false)
+PROJ_RR_KERNEL(mhc_projection_rr_c5, 5, 0, false, false, false, 1, false)
+PROJ_RR_KERNEL(mhc_projection_rr_c7, 5, 2, false, false, false, 1, false)
+PROJ_RR_KERNEL(mhc_projection_rr2_c4, 4, 0, true, false, false, 1, false)
+PROJ_RR_KERNEL(mhc_projection_rr2_c5, 5, 0, true, false, false, 1, false)
+PROJ_RR_KERNEL(mhc_projection_rrb_c4, 4, 0, false, true, false, 1, false)
+PROJ_RR_KERNEL(mhc_projection_rrb_c5, 5, 0, false, true, false, 1, false)
+PROJ_RR_KERNEL(mhc_projection_rrb_c7, 5, 2, false, true, false, 1, false)
+PROJ_RR_KERNEL(mhc_projection_rrb_c5_mc2, 5, 0, false, true, false, 2, false)
+PROJ_RR_KERNEL(mhc_projection_rrb_c7_xf, 5, 2, false, true, false, 1, true)
 
 // The streaming variant: D = 2 k-blocks a warp in flight, two blocks an SM (122 registers; D = 3
 // spilled at the 128 that two blocks allow).
