@@ -1000,6 +1000,10 @@ pub struct ProjTimelineRow {
     pub block_us: Vec<f64>,
     /// The same, the latest block.
     pub block_max_us: Vec<f64>,
+    /// The same, the first block.
+    pub block_min_us: Vec<f64>,
+    /// The same, the block at the 90th percentile (nearest rank).
+    pub block_p90_us: Vec<f64>,
 }
 
 /// Runs `calls` projections of M x K x N under a graph with the instrumented kernel and reads the
@@ -1046,6 +1050,8 @@ pub fn projection_timeline(
             .collect();
         let mut med: Vec<Vec<f64>> = vec![Vec::new(); PROJ_STAMPS.len()];
         let mut mx: Vec<Vec<f64>> = vec![Vec::new(); PROJ_STAMPS.len()];
+        let mut mn: Vec<Vec<f64>> = vec![Vec::new(); PROJ_STAMPS.len()];
+        let mut p90: Vec<Vec<f64>> = vec![Vec::new(); PROJ_STAMPS.len()];
         for c in 1..log.len() {
             let rel = |v: u64| (v as f64 - ends[c - 1] as f64) / 1e3;
             for (i, &(slot, _)) in PROJ_STAMPS.iter().enumerate() {
@@ -1055,7 +1061,11 @@ pub fn projection_timeline(
                     .map(rel)
                     .collect();
                 if !v.is_empty() {
-                    mx[i].push(v.iter().copied().fold(f64::MIN, f64::max));
+                    let mut sorted = v.clone();
+                    sorted.sort_by(f64::total_cmp);
+                    mn[i].push(sorted[0]);
+                    p90[i].push(sorted[(sorted.len() * 9).div_ceil(10) - 1]);
+                    mx[i].push(sorted[sorted.len() - 1]);
                     med[i].push(median(v));
                 }
             }
@@ -1077,6 +1087,8 @@ pub fn projection_timeline(
             ),
             block_us: of(med),
             block_max_us: of(mx),
+            block_min_us: of(mn),
+            block_p90_us: of(p90),
         });
     }
     e.set_pdl(saved_pdl);
@@ -1087,7 +1099,7 @@ pub fn projection_timeline(
 pub fn print_projection_timeline(rows: &[ProjTimelineRow]) {
     println!(
         "projection stamps in us after the previous call's last block exited (medians over the \
-         chain's calls); blocks: median block [latest block]"
+         chain's calls); blocks: median block [first, 90th percentile, latest block]"
     );
     for r in rows {
         println!(
@@ -1100,8 +1112,13 @@ pub fn print_projection_timeline(rows: &[ProjTimelineRow]) {
         );
         let s: Vec<String> = PROJ_STAMPS
             .iter()
-            .zip(r.block_us.iter().zip(&r.block_max_us))
-            .map(|((_, n), (a, b))| format!("{n} {a:.2} [{b:.2}]"))
+            .enumerate()
+            .map(|(i, (_, n))| {
+                format!(
+                    "{n} {:.2} [{:.2}, {:.2}, {:.2}]",
+                    r.block_us[i], r.block_min_us[i], r.block_p90_us[i], r.block_max_us[i]
+                )
+            })
             .collect();
         println!("  {}", s.join(", "));
     }
