@@ -1185,29 +1185,14 @@ impl CudaEngine {
         args: &[Arg],
         kernels: &mut Vec<String>,
     ) -> Result<()> {
-        unsafe { self.run_ex(name, grid, block, 0, false, stream, args, kernels) }
+        unsafe { self.run_ex(name, grid, block, 0, false, 0, stream, args, kernels) }
     }
 
     /// A launch with `smem` bytes of dynamic shared memory, with programmatic dependent launch
-    /// when `pdl` (the kernel must call pdl_wait() before touching what earlier kernels write).
+    /// when `pdl` (the kernel must call pdl_wait() before touching what earlier kernels write),
+    /// in clusters of `cluster` blocks along x (0: no clusters).
     #[allow(clippy::too_many_arguments)]
     unsafe fn run_ex(
-        &self,
-        name: &str,
-        grid: (u32, u32, u32),
-        block: u32,
-        smem: u32,
-        pdl: bool,
-        stream: CUstream,
-        args: &[Arg],
-        kernels: &mut Vec<String>,
-    ) -> Result<()> {
-        unsafe { self.run_ex_cluster(name, grid, block, smem, pdl, 0, stream, args, kernels) }
-    }
-
-    /// `run_ex` in clusters of `cluster` blocks along x (0: no clusters).
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn run_ex_cluster(
         &self,
         name: &str,
         grid: (u32, u32, u32),
@@ -1327,7 +1312,7 @@ impl CudaEngine {
                 )?;
                 let grid = (pp.blocks, p.m.div_ceil(16) as u32, 1);
                 return unsafe {
-                    self.run_ex_cluster(
+                    self.run_ex(
                         pp.kernel,
                         grid,
                         256,
