@@ -614,12 +614,12 @@ pub struct ProjPlan {
 /// register-resident variant (no ring: a tile of 16 rows of w held in registers, and past
 /// K = 5120 partly in shared memory; K <= 7168, M <= 8; nst is ignored, and kpw = 1 at
 /// K <= 4096 takes rr1_c4, whose loads of w all test their row and column, else kpw is
-/// ignored), regs = 3 with kpw = 2 the rows dealt evenly (below) with the rows of a multicast over
-/// clusters of two blocks (rrb_c5_mc2: 4096 < K <= 5120, K a multiple of 16, an even number of
-/// blocks), regs = 3 with kpw = 3 at K > 5120 the same with the compact rows copied and computed
-/// first (rrb_c7_xf), regs = 2 the same where a block has two tiles (tpb 2, or more tiles than SMs), the second whole in shared
-/// memory (K <= 5120), regs = 3 the rows dealt evenly over min(SMs, n-tiles) blocks (at most 20
-/// a block: 16 in registers as with regs = 1, the rest in shared memory; tpb is ignored), regs = 4
+/// ignored), regs = 2 the same where a block has two tiles (tpb 2, or more tiles than SMs), the
+/// second whole in shared memory (K <= 5120), regs = 3 the rows dealt evenly over min(SMs, n-tiles)
+/// blocks (at most 20 a block: 16 in registers as with regs = 1, the rest in shared memory; tpb is
+/// ignored; kpw = 2 at 4096 < K <= 5120 multicasts the rows of a over clusters of two blocks,
+/// rrb_c5_mc2, and needs K a multiple of 16 and an even number of blocks; kpw = 3 past K = 5120
+/// copies and computes the compact rows first, rrb_c7_xf; any other kpw is ignored), regs = 4
 /// w streamed through registers, 2 k-blocks a warp in flight and two blocks an SM (any K, M <= 8;
 /// one tile a block unless tpb is set), regs = 6 tiles of 8 rows in registers (the operands as
 /// the ring kernel's; K <= 7168, M <= 8; two blocks an SM up to K = 5120; tpb = 0 as many blocks
