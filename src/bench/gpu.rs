@@ -1055,17 +1055,16 @@ pub fn projection_timeline(
         for c in 1..log.len() {
             let rel = |v: u64| (v as f64 - ends[c - 1] as f64) / 1e3;
             for (i, &(slot, _)) in PROJ_STAMPS.iter().enumerate() {
-                let v: Vec<f64> = (0..log[c].blocks)
+                let mut v: Vec<f64> = (0..log[c].blocks)
                     .map(|b| gt(&log[c], b, slot))
                     .filter(|&v| v > 0)
                     .map(rel)
                     .collect();
                 if !v.is_empty() {
-                    let mut sorted = v.clone();
-                    sorted.sort_by(f64::total_cmp);
-                    mn[i].push(sorted[0]);
-                    p90[i].push(sorted[(sorted.len() * 9).div_ceil(10) - 1]);
-                    mx[i].push(sorted[sorted.len() - 1]);
+                    v.sort_by(f64::total_cmp);
+                    mn[i].push(v[0]);
+                    p90[i].push(v[(v.len() * 9).div_ceil(10) - 1]);
+                    mx[i].push(v[v.len() - 1]);
                     med[i].push(median(v));
                 }
             }

@@ -815,20 +815,23 @@ pub fn projection_plan(
         let ck = k.div_ceil(128).div_ceil(8);
         // regs = 3: the rows dealt evenly, at most PROJ_BAL_ROWS a block, the 16 first as the
         // register tile and the rest in a compact area (8 KB per k-block a warp takes).
-        let (kernel, lane_private) = match (regs, ck) {
-            (1, 0..=4) if forced.is_some_and(|f| f.0 == 1) => ("mhc_projection_rr1_c4", 0),
-            (1, 0..=4) => ("mhc_projection_rr_c4", 0),
-            (1, 5) => ("mhc_projection_rr_c5", 0),
-            (1, _) => ("mhc_projection_rr_c7", 2 * 32768),
-            (3, 5) if forced.is_some_and(|f| f.0 == 2) => ("mhc_projection_rrb_c5_mc2", 5 * 8192),
-            (3, 6..) if forced.is_some_and(|f| f.0 == 3) => {
-                ("mhc_projection_rrb_c7_xf", 2 * 32768 + 7 * 8192)
+        // (kernel, lane-private bytes, blocks a cluster: 2 for the multicast of a, else none)
+        let (kernel, lane_private, cluster) = match (regs, ck) {
+            (1, 0..=4) if forced.is_some_and(|f| f.0 == 1) => ("mhc_projection_rr1_c4", 0, 0),
+            (1, 0..=4) => ("mhc_projection_rr_c4", 0, 0),
+            (1, 5) => ("mhc_projection_rr_c5", 0, 0),
+            (1, _) => ("mhc_projection_rr_c7", 2 * 32768, 0),
+            (3, 5) if forced.is_some_and(|f| f.0 == 2) => {
+                ("mhc_projection_rrb_c5_mc2", 5 * 8192, 2)
             }
-            (3, 0..=4) => ("mhc_projection_rrb_c4", 4 * 8192),
-            (3, 5) => ("mhc_projection_rrb_c5", 5 * 8192),
-            (3, _) => ("mhc_projection_rrb_c7", 2 * 32768 + 7 * 8192),
-            (_, 0..=4) => ("mhc_projection_rr2_c4", 4 * 32768),
-            _ => ("mhc_projection_rr2_c5", 5 * 32768),
+            (3, 6..) if forced.is_some_and(|f| f.0 == 3) => {
+                ("mhc_projection_rrb_c7_xf", 2 * 32768 + 7 * 8192, 0)
+            }
+            (3, 0..=4) => ("mhc_projection_rrb_c4", 4 * 8192, 0),
+            (3, 5) => ("mhc_projection_rrb_c5", 5 * 8192, 0),
+            (3, _) => ("mhc_projection_rrb_c7", 2 * 32768 + 7 * 8192, 0),
+            (_, 0..=4) => ("mhc_projection_rr2_c4", 4 * 32768, 0),
+            _ => ("mhc_projection_rr2_c5", 5 * 32768, 0),
         };
         let smem = a_unpadded + lane_private;
         let kmax = if regs == 2 { 5 } else { 7 };
@@ -846,7 +849,6 @@ pub fn projection_plan(
         }
         // The multicast variant: clusters of two along x, each block with rows (it waits for
         // the other at its exit), and a's rows in two 16-byte-aligned halves.
-        let cluster = if kernel.ends_with("_mc2") { 2 } else { 0 };
         if cluster != 0
             && (!blocks.is_multiple_of(cluster) || !k.is_multiple_of(8 * cluster as usize))
         {

@@ -421,6 +421,13 @@ __device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src,
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(gmem_src), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+// cp.async groups: the copies a thread issued since its last commit form one group;
+// cp_async_wait_group<N> returns once at most N of its most recent groups are still in flight.
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
 
 // Programmatic dependent launch (sm_90). A kernel launched with the programmatic-serialization
 // attribute may start while the previous kernel of its stream still runs; it must call pdl_wait()

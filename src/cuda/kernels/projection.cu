@@ -276,14 +276,6 @@ __device__ __forceinline__ uint4 ld_stream16(const void* p) {
 // second MMA tile whose rows g + 8 and g >= 4 are zeros. An output element is the same MMA element
 // over the same products wherever its row sits in a tile, so the bits are every other plan's.
 #define PBAL_MAX 20
-// cp.async groups: the copies a thread issued since its last commit form one group; wait_group<N>
-// returns once at most N of its most recent groups are still in flight.
-__device__ __forceinline__ void proj_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void proj_cp_wait_group() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
 template <int CR, int CS, bool TWO, bool BAL, bool ONE = false, int MC = 1, bool XF = false>
 __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
                                              float* __restrict__ y, int M, int N, int K, u64* tl) {
@@ -407,10 +399,10 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
   // register tile first with only the wait split into groups gained under 1 %).
   if (XF) {
     load_compact();
-    proj_cp_commit();
+    cp_async_commit();
   }
   load_tile(t0, CR, 0);
-  if (XF) proj_cp_commit();
+  if (XF) cp_async_commit();
   // With TWO the block's second tile goes whole to shared memory, also ahead of the wait.
   if (TWO && t0 + 1 < t1) load_tile(t0 + 1, 0, CS * 8);
   if (!XF) load_compact();
@@ -463,7 +455,7 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
     // starts as its registers land, without waiting for the second tile's or the compact rows'
     // copies (PERF_NOTES.md attempt 94).
     if (XF) {
-      if (inx) proj_cp_wait_group<1>();  // the compact rows (the register tile's copies may fly on)
+      if (inx) cp_async_wait_group<1>();  // the compact rows (the register tile's copies may fly on)
     } else if (CS > 0 || insm || inx) {
       cp_async_wait_all();
     }
@@ -472,7 +464,7 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
     for (int c = 0; c < CR + CS; ++c) {
       const int kb = c * PNW + warp;
       if (kb >= nkb) break;
-      if (XF && CS > 0 && !inx && c == CR) proj_cp_wait_group<0>();  // its shared-memory k-blocks
+      if (XF && CS > 0 && !inx && c == CR) cp_async_wait_group<0>();  // its shared-memory k-blocks
       const unsigned char* sa_ = asm_ + g * arow + kb * (2 * PKB) + 16 * q;
       uint4 av[4], x0[4], x1[4];
 #pragma unroll

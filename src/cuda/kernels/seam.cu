@@ -1296,7 +1296,6 @@ SEAM_TAILS_KERNEL(mhc_final_tails, 0, 4, 0)
 #define ST_PART_BYTES (8 * MAXTT * 24 * 4 + 8 * MAXTT * 2 * 8)  // 14336: partials, sums of squares
 #define ST_HALF_BYTES (ST_STAGE_BYTES + 2 * ST_COEF_BYTES + ST_PART_BYTES)
 
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // A named barrier of `count` threads (barrier 0 is __syncthreads').
 __device__ __forceinline__ void bar_named(int id, int count) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
