@@ -6,7 +6,9 @@
 # trial kernels lost all their overlap that way, unnoticed by every test). This compiles the
 # kernels for sm_90 with the NVRTC wheel (as `mhc kernels` does), disassembles them, and checks
 # that each register variant issues its first tile's loads of w (LDG ... .NA) before the wait
-# (ACQBULK), and that each ring variant issues a bulk copy of w (UBLKCP) before it.
+# (ACQBULK), and that each ring variant issues a bulk copy of w (UBLKCP) before it. In the
+# variants whose last warp waits first (_aw, _as) the other warps do not wait at all; there the
+# loads must precede the first wait on an mbarrier (SYNCS.PHASECHK: a's landing).
 #   scripts/pdl-order.sh [VENV]    (default /tmp/mhc-sass-venv; .ci/run passes its own)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +28,12 @@ cubin=$(ls "$OUT"/projection-sm_90-*.cubin)
 declare -A WANT=(
   [rr_c4]=64 [rr_c5]=80 [rr_c7]=80 [rr2_c4]=64 [rr2_c5]=80 [rrb_c4]=32 [rrb_c5]=40 [rrb_c7]=80
   [rr1_c4]=32 [rrb_c5_mc2]=40 [rrb_c7_xf]=80
+  [rrb_c4_aw]=0 [rrb_c5_aw]=0 [rrb_c7_xf_aw]=0 [rrb_c4_as]=0 [rrb_c5_as]=0
   [rs2]=16 [rr8_c4]=16 [rr8_c5]=20 [rr8_c7]=28
+)
+# The same loads before the first mbarrier wait, where the wait itself is the last warp's only.
+declare -A WANT_MBAR=(
+  [rrb_c4_aw]=32 [rrb_c5_aw]=40 [rrb_c7_xf_aw]=80 [rrb_c4_as]=32 [rrb_c5_as]=40
 )
 RING=(m4 m8 m16 w16_m4 w16_m8)
 fail=0
@@ -38,12 +45,19 @@ for k in $(grep -o '"mhc_projection_[a-z0-9_]*"' src/cuda/kernels.rs | tr -d '"'
   fi
 done
 sass() { "$CU/bin/cuobjdump" -sass -fun "mhc_projection_$1" "$cubin"; }
-# Instructions (by line) before the first ACQBULK that match $2.
-before_wait() { sass "$1" | awk -v pat="$2" '/ACQBULK/ { exit } $0 ~ pat { n++ } END { print n + 0 }'; }
+# Instructions (by line) before the first ACQBULK (or $3) that match $2.
+before_wait() { sass "$1" | awk -v pat="$2" -v stop="${3:-ACQBULK}" '$0 ~ stop { exit } $0 ~ pat { n++ } END { print n + 0 }'; }
 for k in "${!WANT[@]}"; do
   got=$(before_wait "$k" 'LDG[.A-Z0-9]*\.NA')
   if [ "$got" -lt "${WANT[$k]}" ]; then
     echo "mhc_projection_$k: $got loads of w before the wait, want ${WANT[$k]}" >&2
+    fail=1
+  fi
+done
+for k in "${!WANT_MBAR[@]}"; do
+  got=$(before_wait "$k" 'LDG[.A-Z0-9]*\.NA' 'SYNCS\.PHASECHK')
+  if [ "$got" -lt "${WANT_MBAR[$k]}" ]; then
+    echo "mhc_projection_$k: $got loads of w before the first mbarrier wait, want ${WANT_MBAR[$k]}" >&2
     fail=1
   fi
 done

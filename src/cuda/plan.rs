@@ -619,7 +619,11 @@ pub struct ProjPlan {
 /// blocks (at most 20 a block: 16 in registers as with regs = 1, the rest in shared memory; tpb is
 /// ignored; kpw = 2 at 4096 < K <= 5120 multicasts the rows of a over clusters of two blocks,
 /// rrb_c5_mc2, and needs K a multiple of 16 and an even number of blocks; kpw = 3 past K = 5120
-/// copies and computes the compact rows first, rrb_c7_xf; any other kpw is ignored), regs = 4
+/// copies and computes the compact rows first, rrb_c7_xf; kpw = 5 has the last warp wait and copy
+/// a before its own loads of w, rrb_c4_aw, rrb_c5_aw, or past K = 5120 rrb_c7_xf_aw (the compact
+/// rows first as well); kpw = 6 at K <= 5120 has the last warp wait and copy a and the other
+/// warps copy its share of w into shared memory, rrb_c4_as, rrb_c5_as; any other kpw is
+/// ignored), regs = 4
 /// w streamed through registers, 2 k-blocks a warp in flight and two blocks an SM (any K, M <= 8;
 /// one tile a block unless tpb is set), regs = 6 tiles of 8 rows in registers (the operands as
 /// the ring kernel's; K <= 7168, M <= 8; two blocks an SM up to K = 5120; tpb = 0 as many blocks
@@ -671,26 +675,42 @@ pub type ProjOverride = (u32, u32, u32, u32, u32);
 ///
 /// The rows dealt evenly with the compact rows first (kpw = 3, regs = 3, rrb_c7_xf; attempt 102,
 /// two sessions, three rounds each): at 7168 x 2560 with PDL, M <= 4, -5.2 / -4.5 / -3.4 % and
-/// -5.3 / -4.6 / -3.7 / -3.0 % (M = 1 / 2 / (3) / 4) against w streamed through registers.
-const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 18] = [
+/// -5.3 / -4.6 / -3.7 / -3.0 % (M = 1 / 2 / (3) / 4) against w streamed through registers (in the
+/// table until attempt 103).
+///
+/// The last warp waiting and copying a first (kpw = 5, regs = 3; attempt 103, three runs of two
+/// rounds each on two machines, M = 1 / 2 / 4): 7168 x 2560 -6.6 / -8.0 / -10.4 %, -6.6 / -8.0 /
+/// -11.5 % and -6.0 / -7.6 / -10.2 % against the compact rows first alone (86-89 % of copy);
+/// 5120 x 2560 -1.6 / -3.4 / -4.3 %, -4.5 / -5.3 / -6.6 % and -1.7 / -3.9 / -4.6 %, and -7.4 % at
+/// M = 8 (one run); 4096 x 2560 at M = 8 -5.1 % (one run; +2.3 to +3.1 % at M = 1, -0.1 to
+/// -0.9 % at M = 4, where rrb_c4 stays). Not taken at 7168 x 2048 (-1.9 to -3.7 % in one run,
+/// +1.0 to -0.9 % in the next), N = 1024 (+0.5 to +3 % at K = 7168, +12 to +22 % at K <= 5120).
+///
+/// The last warp's share of w copied by the other warps (kpw = 6, regs = 3; attempt 104, two runs
+/// of two rounds): 5120 x 2048 -6.0 / -6.6 / -6.8 % and -4.9 / -4.9 / -5.5 %, -4.4 % at M = 8;
+/// 4096 x 2048 -3.4 / -3.8 / -3.9 % and -2.2 / -2.6 / -3.4 %, -2.7 % at M = 8; 5120 x 1024 at
+/// M = 1 / 2 -4.9 / -4.1 % and -2.0 / -2.6 % (+3.0 and +3.7 % at M = 4 against the multicast).
+/// It loses at N = 2560 (+1 to +4 %) and past K = 5120 (+17 to +35 %, rrb_c7_xf_as, not kept).
+const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 19] = [
     ((4096, 1024), (0, 0, 0, 0, 1), false, 2),
     ((4096, 1024), (1, 0, 0, 0, 1), true, 8),
     ((4096, 1024), (0, 0, 0, 0, 1), false, 8),
-    ((5120, 1024), (0, 0, 0, 0, 3), true, 1),
+    ((5120, 1024), (6, 0, 0, 0, 3), true, 2),
     ((5120, 1024), (2, 0, 0, 0, 3), true, 4),
     ((5120, 1024), (0, 0, 0, 0, 3), true, 8),
     ((5120, 1024), (0, 0, 0, 0, 1), false, 8),
     ((7168, 1024), (0, 0, 0, 0, 1), false, 8),
-    ((4096, 2048), (0, 0, 0, 0, 3), true, 8),
+    ((4096, 2048), (6, 0, 0, 0, 3), true, 8),
     ((4096, 2048), (0, 0, 0, 0, 1), false, 8),
-    ((5120, 2048), (0, 0, 0, 0, 3), true, 8),
+    ((5120, 2048), (6, 0, 0, 0, 3), true, 8),
     ((5120, 2048), (0, 0, 0, 0, 1), false, 8),
     ((7168, 2048), (0, 0, 0, 0, 1), false, 8),
-    ((4096, 2560), (0, 0, 0, 0, 3), true, 8),
+    ((4096, 2560), (0, 0, 0, 0, 3), true, 4),
+    ((4096, 2560), (5, 0, 0, 0, 3), true, 8),
     ((4096, 2560), (2, 2, 2, 0, 0), false, 4),
-    ((5120, 2560), (0, 0, 0, 0, 3), true, 8),
+    ((5120, 2560), (5, 0, 0, 0, 3), true, 8),
     ((5120, 2560), (2, 2, 2, 0, 0), false, 4),
-    ((7168, 2560), (3, 0, 0, 0, 3), true, 4),
+    ((7168, 2560), (5, 0, 0, 0, 3), true, 4),
 ];
 
 /// Most rows of w a block of the balanced register-resident variant takes (PBAL_MAX in
@@ -818,6 +838,24 @@ pub fn projection_plan(
         // (kernel, lane-private bytes, blocks a cluster: 2 for the multicast of a, else none)
         let (kernel, lane_private, cluster) = match (regs, ck) {
             (1, 0..=4) if forced.is_some_and(|f| f.0 == 1) => ("mhc_projection_rr1_c4", 0, 0),
+            (3, 0..=4) if forced.is_some_and(|f| f.0 == 5) => {
+                ("mhc_projection_rrb_c4_aw", 4 * 8192, 0)
+            }
+            (3, 5) if forced.is_some_and(|f| f.0 == 5) => ("mhc_projection_rrb_c5_aw", 5 * 8192, 0),
+            (3, 6..) if forced.is_some_and(|f| f.0 == 5) => {
+                ("mhc_projection_rrb_c7_xf_aw", 2 * 32768 + 7 * 8192, 0)
+            }
+            (3, 0..=4) if forced.is_some_and(|f| f.0 == 6) => {
+                ("mhc_projection_rrb_c4_as", 4 * 8192 + 4 * 4096, 0)
+            }
+            (3, 5) if forced.is_some_and(|f| f.0 == 6) => {
+                ("mhc_projection_rrb_c5_as", 5 * 8192 + 5 * 4096, 0)
+            }
+            (3, 6..) if forced.is_some_and(|f| f.0 == 6) => {
+                return Err(Error::Unsupported(format!(
+                    "projection plan with the last warp's share of w copied by the others (kpw = 6, regs = 3) at M={m}, K={k}, N={n}: needs K <= 5120 (past K = 5120 kpw = 5)"
+                )));
+            }
             (1, 0..=4) => ("mhc_projection_rr_c4", 0, 0),
             (1, 5) => ("mhc_projection_rr_c5", 0, 0),
             (1, _) => ("mhc_projection_rr_c7", 2 * 32768, 0),
@@ -1377,8 +1415,9 @@ mod tests {
                     "{m} {k} {p:?}"
                 );
                 if regs && k == 5120 {
-                    // The rows dealt evenly: 19 or 20 a block on 132 SMs.
-                    assert_eq!((p.kernel, p.blocks), ("mhc_projection_rrb_c5", 132));
+                    // The rows dealt evenly, the last warp waiting first: 19 or 20 a block on 132
+                    // SMs.
+                    assert_eq!((p.kernel, p.blocks), ("mhc_projection_rrb_c5_aw", 132));
                 }
                 // Rows of a up to 16 in the 16-row variant, to 4 or 8 in the resident ones.
                 let rows = match p.kernel {
@@ -1534,6 +1573,31 @@ mod tests {
             "mhc_projection_rrb_c5"
         );
         assert!(pp(5, 7168, 2560, Some((3, 0, 0, 0, 3))).is_err());
+        // kpw = 5 with regs = 3: the last warp waits and copies a first (every K up to 7168, the
+        // compact rows first past 5120); kpw = 6: the other warps copy its share of w, K <= 5120.
+        for (k, kernel) in [
+            (4096, "mhc_projection_rrb_c4_aw"),
+            (5120, "mhc_projection_rrb_c5_aw"),
+            (7168, "mhc_projection_rrb_c7_xf_aw"),
+        ] {
+            let p = pp(4, k, 2560, Some((5, 0, 0, 0, 3))).unwrap();
+            assert_eq!((p.kernel, p.blocks, p.cluster), (kernel, 132, 0), "{k}");
+        }
+        let p = pp(4, 5120, 2048, Some((6, 0, 0, 0, 3))).unwrap();
+        assert_eq!(
+            (p.kernel, p.blocks, p.smem),
+            (
+                "mhc_projection_rrb_c5_as",
+                128,
+                4 * 2 * 5120 + 5 * 8192 + 5 * 4096
+            )
+        );
+        assert_eq!(
+            pp(1, 4096, 1000, Some((6, 0, 0, 0, 3))).unwrap().kernel,
+            "mhc_projection_rrb_c4_as"
+        );
+        let err = pp(1, 7168, 2048, Some((6, 0, 0, 0, 3))).unwrap_err();
+        assert!(err.to_string().contains("kpw = 6"), "{err}");
         // w streamed through registers: one tile a block (or tpb), any K, M <= 8.
         let p = pp(4, 7168, 2560, Some((0, 0, 0, 0, 4))).unwrap();
         assert_eq!(
@@ -1546,24 +1610,33 @@ mod tests {
         assert!(pp(1, 4096, 1024, Some((0, 0, 0, 8, 4))).is_err());
         assert!(pp(9, 4096, 1024, Some((0, 0, 0, 0, 1))).is_err());
         assert!(pp(1, 4096, 1024, Some((0, 0, 0, 8, 1))).is_err());
-        // The table with PDL: the rows dealt evenly at K = 4096 and 5120, M <= 8 (at 5120 x 1024,
-        // M = 2..4, with a's rows multicast), except 4096 x 1024 (w in registers, with every load
-        // tested from M = 3); past M = 8 and without
-        // PDL the heuristic's ring or w in registers; at K = 7168, N = 2560 the rows dealt evenly
-        // with the compact rows first at M <= 4.
+        // The table with PDL: the rows dealt evenly at K = 4096 and 5120, M <= 8 (at N = 2048 and
+        // at 5120 x 1024, M <= 2, with the last warp's share of w copied by the others; at
+        // 5120 x 1024, M = 3..4, with a's rows multicast; at 5120 x 2560 and at 4096 x 2560 from
+        // M = 5 with the last warp waiting first), except 4096 x 1024 (w in registers, with every
+        // load tested from M = 3); past M = 8 and without PDL the heuristic's ring or w in
+        // registers; at K = 7168, N = 2560 the rows dealt evenly with the compact rows first and
+        // the last warp waiting first, at M <= 4.
         for (m, k, n, kernel, blocks) in [
             (3, 4096, 1024, "mhc_projection_rr1_c4", 64),
             (8, 4096, 1024, "mhc_projection_rr1_c4", 64),
             (1, 4096, 2560, "mhc_projection_rrb_c4", 132),
-            (8, 4096, 2560, "mhc_projection_rrb_c4", 132),
-            (4, 4096, 2048, "mhc_projection_rrb_c4", 128),
-            (4, 5120, 2560, "mhc_projection_rrb_c5", 132),
-            (8, 5120, 2560, "mhc_projection_rrb_c5", 132),
-            (1, 5120, 2048, "mhc_projection_rrb_c5", 128),
+            (4, 4096, 2560, "mhc_projection_rrb_c4", 132),
+            (5, 4096, 2560, "mhc_projection_rrb_c4_aw", 132),
+            (8, 4096, 2560, "mhc_projection_rrb_c4_aw", 132),
+            (4, 4096, 2048, "mhc_projection_rrb_c4_as", 128),
+            (8, 4096, 2048, "mhc_projection_rrb_c4_as", 128),
+            (1, 5120, 2560, "mhc_projection_rrb_c5_aw", 132),
+            (8, 5120, 2560, "mhc_projection_rrb_c5_aw", 132),
+            (1, 5120, 2048, "mhc_projection_rrb_c5_as", 128),
+            (8, 5120, 2048, "mhc_projection_rrb_c5_as", 128),
             (8, 5120, 1024, "mhc_projection_rrb_c5", 64),
-            (1, 5120, 1024, "mhc_projection_rrb_c5", 64),
-            (2, 5120, 1024, "mhc_projection_rrb_c5_mc2", 64),
+            (1, 5120, 1024, "mhc_projection_rrb_c5_as", 64),
+            (2, 5120, 1024, "mhc_projection_rrb_c5_as", 64),
+            (3, 5120, 1024, "mhc_projection_rrb_c5_mc2", 64),
             (4, 5120, 1024, "mhc_projection_rrb_c5_mc2", 64),
+            (1, 7168, 2560, "mhc_projection_rrb_c7_xf_aw", 132),
+            (4, 7168, 2560, "mhc_projection_rrb_c7_xf_aw", 132),
         ] {
             let p = pp(m, k, n, None).unwrap();
             assert_eq!((p.kernel, p.blocks), (kernel, blocks), "{m} {k} {n}");
@@ -1577,8 +1650,6 @@ mod tests {
         assert_eq!((p.kpw, p.nst, p.blocks), (2, 2, 160));
         let p = projection_plan(4, 4096, 1024, 132, false, budget, None).unwrap();
         assert_eq!(p.kernel, "mhc_projection_rr_c4");
-        let p = pp(1, 7168, 2560, None).unwrap();
-        assert_eq!((p.kernel, p.blocks), ("mhc_projection_rrb_c7_xf", 132));
         let p = pp(5, 7168, 2560, None).unwrap();
         assert_eq!(p.kernel, "mhc_projection_m8");
         let p = projection_plan(4, 7168, 2560, 132, false, budget, None).unwrap();

@@ -276,21 +276,26 @@ __device__ __forceinline__ uint4 ld_stream16(const void* p) {
 // second MMA tile whose rows g + 8 and g >= 4 are zeros. An output element is the same MMA element
 // over the same products wherever its row sits in a tile, so the bits are every other plan's.
 #define PBAL_MAX 20
-template <int CR, int CS, bool TWO, bool BAL, bool ONE = false, int MC = 1, bool XF = false>
+template <int CR, int CS, bool TWO, bool BAL, bool ONE = false, int MC = 1, bool XF = false, int AW = 0>
 __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
                                              float* __restrict__ y, int M, int N, int K, u64* tl) {
   static_assert(!(TWO && BAL), "one or the other");
   // Dynamic shared memory: the lane-private vectors (thread-minor, 16 bytes each: CS * 8 of the
   // first tile, then with TWO CR * 8 of the second), with BAL the compact rows ((CR + CS) * 4
-  // vectors of lanes 0-15 of each warp), then the resident rows of a.
+  // vectors of lanes 0-15 of each warp), with AW == 2 the last warp's share of the register tile
+  // ((CR + CS) * 8 vectors of each of its lanes), then the resident rows of a.
   constexpr int NLP = CS * 8 + (TWO ? CR * 8 : 0);
   constexpr int NXB = BAL ? (CR + CS) * 4 * (PNW * 16) : 0;  // compact vectors
+  constexpr int NAW = AW == 2 ? (CR + CS) * 8 * WARP : 0;    // the last warp's vectors
+  static_assert(AW != 2 || (BAL && CR + CS < PNW), "AW == 2: the balanced tile, a helper warp per k-block");
   extern __shared__ __align__(128) unsigned char psm[];
   uint4* const wsm = (uint4*)psm;
   uint4* const xsm = wsm + NLP * (PNW * WARP);
-  unsigned char* const asm_ = psm + (NLP * (PNW * WARP) + NXB) * 16;
+  uint4* const awsm = xsm + NXB;
+  unsigned char* const asm_ = psm + (NLP * (PNW * WARP) + NXB + NAW) * 16;
   __shared__ float part[PNW][PMAX][8];
   __shared__ unsigned long long abar;
+  __shared__ unsigned long long wbar;  // AW == 2: the last warp's share of w landed
   STAMP(tl, PTL_ENTRY);
   pdl_trigger();
   const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
@@ -309,6 +314,7 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
   const int mrows = min(8, M - m0);
   if (threadIdx.x == 0) {
     mbar_init(&abar, 1);
+    if (AW == 2) mbar_init(&wbar, WARP * (CR + CS));
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -392,34 +398,85 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
       }
     }
   };
-  // XF (rrb_c7_xf): the compact rows first, as their own cp.async group, then the register tile
-  // (its shared-memory k-blocks a second group); after a lands the compact tile runs first, on
-  // rows that landed first, and the register tile's MMAs follow its loads (PERF_NOTES.md attempt
-  // 102: -3 to -5 % at 7168 x 2560; the same order lost 6-9 % for rrb_c4 and rrb_c5, and the
-  // register tile first with only the wait split into groups gained under 1 %).
-  if (XF) {
-    load_compact();
-    cp_async_commit();
+  // AW (the _aw and _as variants; PERF_NOTES.md attempts 103 and 104): the last warp waits for
+  // the previous kernel first and issues a's copy at once, instead of after every warp has issued
+  // its loads of w (that issue stalls on the loads in flight: with one block an SM the wait, and
+  // a's copy, came 1.5-4 us after the block landed). The other warps do not wait themselves:
+  // their reads of a and their stores of y follow a's landing, which follows the last warp's wait
+  // (`griddepcontrol.wait` makes the previous grid's memory visible to the whole grid). AW == 1
+  // (_aw): the last warp then issues its own loads of w, after the wait. AW == 2 (_as): it loads
+  // none; warp h < CR + CS copies the last warp's k-block c = h of the register tile (rows g and
+  // g + 8) and of the compact rows into shared memory, each lane the vectors the last warp's same
+  // lane would load, and arrives on wbar once they have landed; the last warp reads them there.
+  // The same values enter the same MMAs in the same order: the bits are every other plan's.
+  auto awsl = [&](int c, int v, int r) { return awsm + ((c * 4 + v) * 2 + r) * WARP + lane; };
+  auto load_last_share = [&]() {
+    if (warp < CR + CS) {
+      const int c = warp;
+      const bool r0ok = r0 + g < r1, r1ok = r0 + g + 8 < r1;
+      const bf16_t* p0 = w + (size_t)(r0 + g) * K;
+      const bf16_t* p1 = p0 + (size_t)8 * K;
+      const int n = r0 + 16 + g;
+      const bool xok = t1 > 1 && lane < 16 && n < r1;
+      const bf16_t* px = w + (size_t)n * K;
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const int col = (c * PNW + PNW - 1) * PKB + 8 * q + 32 * v;
+        cp_async16(awsl(c, v, 0), r0ok && col < K ? p0 + col : w, r0ok && col < K ? 16 : 0);
+        cp_async16(awsl(c, v, 1), r1ok && col < K ? p1 + col : w, r1ok && col < K ? 16 : 0);
+        if (t1 > 1 && lane < 16)
+          cp_async16(xsm + (c * 4 + v) * (PNW * 16) + (PNW - 1) * 16 + lane, xok && col < K ? px + col : w,
+                     xok && col < K ? 16 : 0);
+      }
+      asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(&wbar)) : "memory");
+    }
+  };
+  const bool aw = AW && warp == PNW - 1;
+  if (aw) {
+    pdl_wait();
+    if (lane == 0) {
+      mbar_expect_tx(&abar, 2u * (u32)K * mrows);
+      bulk_copy(asm_, a + (size_t)m0 * K, 2u * (u32)K * mrows, &abar);
+    }
   }
-  load_tile(t0, CR, 0);
-  if (XF) cp_async_commit();
-  // With TWO the block's second tile goes whole to shared memory, also ahead of the wait.
-  if (TWO && t0 + 1 < t1) load_tile(t0 + 1, 0, CS * 8);
-  if (!XF) load_compact();
+  if (!(AW == 2 && aw)) {  // (the _as variants' last warp loads no w)
+    // XF (rrb_c7_xf): the compact rows first, as their own cp.async group, then the register tile
+    // (its shared-memory k-blocks a second group); after a lands the compact tile runs first, on
+    // rows that landed first, and the register tile's MMAs follow its loads (PERF_NOTES.md attempt
+    // 102: -3 to -5 % at 7168 x 2560; the same order lost 6-9 % for rrb_c4 and rrb_c5, and the
+    // register tile first with only the wait split into groups gained under 1 %).
+    if (XF) {
+      load_compact();
+      cp_async_commit();
+    }
+    load_tile(t0, CR, 0);
+    if (XF) cp_async_commit();
+    // With TWO the block's second tile goes whole to shared memory, also ahead of the wait.
+    if (TWO && t0 + 1 < t1) load_tile(t0 + 1, 0, CS * 8);
+    if (!XF) load_compact();
+    // (not committed: XF's group waits below stay those of its own copies)
+    if (AW == 2) load_last_share();
+  }
   STAMP(tl, PTL_ISSUED);
 
   // a may be the previous kernel's output; y may still be read by it. rrb_c4's loads of w were
   // sunk below a plain wait (and below a's landing); the other variants keep theirs ahead
   // without the pinned wait (the pinned wait on all of them measured -0.5 to +1.4 %, noise:
   // PERF_NOTES.md attempt 90), and their code is left as measured.
-  if constexpr ((BAL && CR + CS <= 4) || MC > 1 || XF)
+  if constexpr (AW) {
+    // (the last warp waited before its loads)
+  } else if constexpr ((BAL && CR + CS <= 4) || MC > 1 || XF) {
     pdl_wait_after_loads(K < 0);
-  else
+  } else {
     pdl_wait();
+  }
   STAMP(tl, PTL_WAITED);
   // The rows of a are contiguous: one copy (per-row copies cost 5-7 % at M = 2 and 4; the
   // unpadded rows put two tokens of a quarter-warp's 16-byte reads in one bank).
-  if constexpr (MC == 1) {
+  if constexpr (AW) {
+    mbar_wait(&abar, 0);
+    if (AW == 2 && aw) mbar_wait(&wbar, 0);
+  } else if constexpr (MC == 1) {
     if (threadIdx.x == 0) mbar_expect_tx(&abar, 2u * (u32)K * mrows);
     if (threadIdx.x == 1) bulk_copy(asm_, a + (size_t)m0 * K, 2u * (u32)K * mrows, &abar);
     mbar_wait(&abar, 0);
@@ -475,6 +532,9 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
         if (inx) {
           x0[v] = lane < 16 ? *xsl(c, v) : z;
           x1[v] = z;
+        } else if (AW == 2 && aw) {
+          x0[v] = *awsl(c, v, 0);
+          x1[v] = *awsl(c, v, 1);
         } else {
           x0[v] = !insm && c < CR ? w0[c < CR ? c : 0][v] : *wsl(i);
           x1[v] = !insm && c < CR ? w1[c < CR ? c : 0][v] : *wsl(i + 1);
@@ -731,6 +791,19 @@ PROJ_RR_KERNEL(mhc_projection_rrb_c5, 5, 0, false, true, false, 1, false)
 PROJ_RR_KERNEL(mhc_projection_rrb_c7, 5, 2, false, true, false, 1, false)
 PROJ_RR_KERNEL(mhc_projection_rrb_c5_mc2, 5, 0, false, true, false, 2, false)
 PROJ_RR_KERNEL(mhc_projection_rrb_c7_xf, 5, 2, false, true, false, 1, true)
+// The last warp waits and copies a first (AW = 1: then loads its own share of w; AW = 2: the
+// other warps copy its share into shared memory).
+#define PROJ_RR_KERNEL_AW(name, CR, CS, BAL, XF, AW)                                              \
+  extern "C" __global__ void __launch_bounds__(PNW * WARP, 1)                                 \
+      name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst, \
+           u64* tl) {                                                                         \
+    proj_rr_body<CR, CS, false, BAL, false, 1, XF, AW>(a, w, y, M, N, K, tl);                 \
+  }
+PROJ_RR_KERNEL_AW(mhc_projection_rrb_c4_aw, 4, 0, true, false, 1)
+PROJ_RR_KERNEL_AW(mhc_projection_rrb_c5_aw, 5, 0, true, false, 1)
+PROJ_RR_KERNEL_AW(mhc_projection_rrb_c7_xf_aw, 5, 2, true, true, 1)
+PROJ_RR_KERNEL_AW(mhc_projection_rrb_c4_as, 4, 0, true, false, 2)
+PROJ_RR_KERNEL_AW(mhc_projection_rrb_c5_as, 5, 0, true, false, 2)
 
 // The streaming variant: D = 2 k-blocks a warp in flight, two blocks an SM (122 registers; D = 3
 // spilled at the 128 that two blocks allow).
