@@ -24,7 +24,8 @@ cubin=$(ls "$OUT"/projection-sm_90-*.cubin)
 # rr/rr2/rrb: 4, 5 or 5 k-blocks in registers (c7 keeps its other two in shared memory, by
 # cp.async); rr, rr2, rrb_c7 and rrb_c7_xf twice (rrb_c4, rrb_c5, rrb_c5_mc2 and rr1_c4 once):
 # one code path for whole tiles with K a multiple of 1024, one for the rest (both must precede the
-# wait); rs2: 2 in flight; rr8: 4, 5 or 7.
+# wait); rs2: 2 in flight; rr8: 4, 5 or 7. The _aw and _as variants: 0 here (only their last
+# warp waits, before its loads by design), their other warps' loads checked in WANT_MBAR below.
 declare -A WANT=(
   [rr_c4]=64 [rr_c5]=80 [rr_c7]=80 [rr2_c4]=64 [rr2_c5]=80 [rrb_c4]=32 [rrb_c5]=40 [rrb_c7]=80
   [rr1_c4]=32 [rrb_c5_mc2]=40 [rrb_c7_xf]=80

@@ -679,7 +679,7 @@ pub type ProjOverride = (u32, u32, u32, u32, u32);
 /// table until attempt 103).
 ///
 /// The last warp waiting and copying a first (kpw = 5, regs = 3; attempt 103, three runs of two
-/// rounds each on two machines, M = 1 / 2 / 4): 7168 x 2560 -6.6 / -8.0 / -10.4 %, -6.6 / -8.0 /
+/// rounds each, each on a fresh machine start, M = 1 / 2 / 4): 7168 x 2560 -6.6 / -8.0 / -10.4 %, -6.6 / -8.0 /
 /// -11.5 % and -6.0 / -7.6 / -10.2 % against the compact rows first alone (86-89 % of copy);
 /// 5120 x 2560 -1.6 / -3.4 / -4.3 %, -4.5 / -5.3 / -6.6 % and -1.7 / -3.9 / -4.6 %, and -7.4 % at
 /// M = 8 (one run); 4096 x 2560 at M = 8 -5.1 % (one run; +2.3 to +3.1 % at M = 1, -0.1 to
