@@ -326,7 +326,9 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
   // tile (c >= CR), i = (c - CR) * 8 + v * 2 + r; with TWO, for the second, CS * 8 + c * 8 + v * 2 + r.
   auto wsl = [&](int i) { return wsm + i * (PNW * WARP) + threadIdx.x; };
   // BAL's compact rows: vector v of row g (< 4) of k-block c, lanes 0-15 of each warp.
-  auto xsl = [&](int c, int v) { return xsm + (c * 4 + v) * (PNW * 16) + warp * 16 + lane; };
+  // (xslw: the same vector of warp wp's lane, for the _as variants' helpers.)
+  auto xslw = [&](int c, int v, int wp) { return xsm + (c * 4 + v) * (PNW * 16) + wp * 16 + lane; };
+  auto xsl = [&](int c, int v) { return xslw(c, v, warp); };
   // Tile t's first row of w (the block's rows end at r1: N, or with BAL the block's share).
   auto tile_n0 = [&](int t) { return BAL ? r0 + 16 * t : t * 16; };
   // Tile t's k-blocks c of rows g and g + 8: those below `creg` into registers, the others by
@@ -425,8 +427,7 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
         cp_async16(awsl(c, v, 0), r0ok && col < K ? p0 + col : w, r0ok && col < K ? 16 : 0);
         cp_async16(awsl(c, v, 1), r1ok && col < K ? p1 + col : w, r1ok && col < K ? 16 : 0);
         if (t1 > 1 && lane < 16)
-          cp_async16(xsm + (c * 4 + v) * (PNW * 16) + (PNW - 1) * 16 + lane, xok && col < K ? px + col : w,
-                     xok && col < K ? 16 : 0);
+          cp_async16(xslw(c, v, PNW - 1), xok && col < K ? px + col : w, xok && col < K ? 16 : 0);
       }
       asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(&wbar)) : "memory");
     }
