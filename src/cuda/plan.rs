@@ -835,40 +835,30 @@ pub fn projection_plan(
         let ck = k.div_ceil(128).div_ceil(8);
         // regs = 3: the rows dealt evenly, at most PROJ_BAL_ROWS a block, the 16 first as the
         // register tile and the rest in a compact area (8 KB per k-block a warp takes).
-        // (kernel, lane-private bytes, blocks a cluster: 2 for the multicast of a, else none)
-        let (kernel, lane_private, cluster) = match (regs, ck) {
-            (1, 0..=4) if forced.is_some_and(|f| f.0 == 1) => ("mhc_projection_rr1_c4", 0, 0),
-            (3, 0..=4) if forced.is_some_and(|f| f.0 == 5) => {
-                ("mhc_projection_rrb_c4_aw", 4 * 8192, 0)
-            }
-            (3, 5) if forced.is_some_and(|f| f.0 == 5) => ("mhc_projection_rrb_c5_aw", 5 * 8192, 0),
-            (3, 6..) if forced.is_some_and(|f| f.0 == 5) => {
-                ("mhc_projection_rrb_c7_xf_aw", 2 * 32768 + 7 * 8192, 0)
-            }
-            (3, 0..=4) if forced.is_some_and(|f| f.0 == 6) => {
-                ("mhc_projection_rrb_c4_as", 4 * 8192 + 4 * 4096, 0)
-            }
-            (3, 5) if forced.is_some_and(|f| f.0 == 6) => {
-                ("mhc_projection_rrb_c5_as", 5 * 8192 + 5 * 4096, 0)
-            }
-            (3, 6..) if forced.is_some_and(|f| f.0 == 6) => {
+        // (kernel, lane-private bytes, blocks a cluster: 2 for the multicast of a, else none), by
+        // regs, the forced kpw (0 if none) and K's k-blocks a warp.
+        let forced_kpw = forced.map_or(0, |f| f.0);
+        let (kernel, lane_private, cluster) = match (regs, forced_kpw, ck) {
+            (1, 1, 0..=4) => ("mhc_projection_rr1_c4", 0, 0),
+            (3, 5, 0..=4) => ("mhc_projection_rrb_c4_aw", 4 * 8192, 0),
+            (3, 5, 5) => ("mhc_projection_rrb_c5_aw", 5 * 8192, 0),
+            (3, 5, 6..) => ("mhc_projection_rrb_c7_xf_aw", 2 * 32768 + 7 * 8192, 0),
+            (3, 6, 0..=4) => ("mhc_projection_rrb_c4_as", 4 * 8192 + 4 * 4096, 0),
+            (3, 6, 5) => ("mhc_projection_rrb_c5_as", 5 * 8192 + 5 * 4096, 0),
+            (3, 6, 6..) => {
                 return Err(Error::Unsupported(format!(
                     "projection plan with the last warp's share of w copied by the others (kpw = 6, regs = 3) at M={m}, K={k}, N={n}: needs K <= 5120 (past K = 5120 kpw = 5)"
                 )));
             }
-            (1, 0..=4) => ("mhc_projection_rr_c4", 0, 0),
-            (1, 5) => ("mhc_projection_rr_c5", 0, 0),
-            (1, _) => ("mhc_projection_rr_c7", 2 * 32768, 0),
-            (3, 5) if forced.is_some_and(|f| f.0 == 2) => {
-                ("mhc_projection_rrb_c5_mc2", 5 * 8192, 2)
-            }
-            (3, 6..) if forced.is_some_and(|f| f.0 == 3) => {
-                ("mhc_projection_rrb_c7_xf", 2 * 32768 + 7 * 8192, 0)
-            }
-            (3, 0..=4) => ("mhc_projection_rrb_c4", 4 * 8192, 0),
-            (3, 5) => ("mhc_projection_rrb_c5", 5 * 8192, 0),
-            (3, _) => ("mhc_projection_rrb_c7", 2 * 32768 + 7 * 8192, 0),
-            (_, 0..=4) => ("mhc_projection_rr2_c4", 4 * 32768, 0),
+            (1, _, 0..=4) => ("mhc_projection_rr_c4", 0, 0),
+            (1, _, 5) => ("mhc_projection_rr_c5", 0, 0),
+            (1, _, _) => ("mhc_projection_rr_c7", 2 * 32768, 0),
+            (3, 2, 5) => ("mhc_projection_rrb_c5_mc2", 5 * 8192, 2),
+            (3, 3, 6..) => ("mhc_projection_rrb_c7_xf", 2 * 32768 + 7 * 8192, 0),
+            (3, _, 0..=4) => ("mhc_projection_rrb_c4", 4 * 8192, 0),
+            (3, _, 5) => ("mhc_projection_rrb_c5", 5 * 8192, 0),
+            (3, _, _) => ("mhc_projection_rrb_c7", 2 * 32768 + 7 * 8192, 0),
+            (_, _, 0..=4) => ("mhc_projection_rr2_c4", 4 * 32768, 0),
             _ => ("mhc_projection_rr2_c5", 5 * 32768, 0),
         };
         let smem = a_unpadded + lane_private;
