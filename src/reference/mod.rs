@@ -3,14 +3,13 @@
 //!
 //! Every function works for any `n` and any `H` and runs in parallel over tokens (rayon). The
 //! reductions whose result decides a bf16 rounding (the sums of squares of the RMS factors) are
-//! accumulated in f64 (each square of a bf16 value is exact in f32) and in one fixed order,
-//! [`tree_sum_squares`], the order every GPU kernel takes (fused and unfused). The order matters: an f64 sum
-//! drops the low bits of squares far below the running sum (elements below about 2^-12 of a row
-//! of N(0, 1) values), so two orders can differ in the last f64 bit, and rarely (about 10^-10 of
-//! rows) in the f32 mean that the RMS factor rounds it to.
+//! taken in one fixed order, [`tree_sum_squares`], the order every GPU kernel takes (fused and
+//! unfused): f32 fused multiply-adds over each lane's 8 channels, then f64 over the chunks. The
+//! order matters: two orders round differently, so only one order for everything keeps every
+//! kernel, plan and batch size on the same RMS factors.
 //!
-//! Elementwise sums (post_map, collapse) are written as separate multiplies and adds, never fused:
-//! the CUDA kernels use `__fmul_rn`/`__fadd_rn` for the same expressions, so both round alike.
+//! Elementwise sums (post_map, collapse) take a product, then fused multiply-adds (`f32::mul_add`;
+//! the CUDA kernels `__fmul_rn` and `__fmaf_rn`), so both round alike.
 
 pub mod collapse;
 pub mod gates;
@@ -48,17 +47,39 @@ pub const SS_CHUNK: usize = 32;
 /// stream-major) in the canonical order that every fused GPU kernel takes, whatever its launch
 /// plan, tile or batch size:
 ///
-/// 1. the channels are cut into chunks of [`SS_CHUNK`]; in chunk `c`, part `q` (0..4) is the sum,
-///    one f64 add at a time from zero, of the squares of channels `32c + 8q + e`, e = 0..8, of
-///    stream 0, then of stream 1, and so on (channels past `h` add nothing);
-/// 2. the chunk's value is `(part0 + part1) + (part2 + part3)`;
-/// 3. the chunks' values are added by a pairwise tree over the chunk index, padded with zeros to
-///    a power of two: (c0 + c1) + (c2 + c3), and so on up.
+/// 1. the channels are cut into chunks of [`SS_CHUNK`]; in chunk `c`, part `q` (0..4) is the f32
+///    sum, one fused multiply-add at a time from zero (`part = f.mul_add(f, part)`), of the
+///    squares of channels `32c + 8q + e`, e = 0..8, of stream 0, then of stream 1, and so on
+///    (channels past `h` add nothing), converted to f64 once it is complete;
+/// 2. the chunk's value is `(part0 + part1) + (part2 + part3)` in f64;
+/// 3. the chunks' values are added in f64 by a pairwise tree over the chunk index, padded with
+///    zeros to a power of two: (c0 + c1) + (c2 + c3), and so on up.
 ///
-/// A square is exact in f32 and the f64 adds round only where a square's low bits fall below the
-/// running sum's last bit, so every order agrees except in such rows; fixing the order makes the
-/// kernels, their plans and this reference agree in every row.
+/// A part adds at most 8 n squares (32 at n = 4) in f32: within 8 n f32 roundings of the exact
+/// sum, far inside SPEC section 8's 1e-5 on the gates (the factor is a square root of it). The
+/// parts were f64 sums until PERF_NOTES.md attempt 107: the kernels' conversions of every square
+/// to f64 ran on a pipe a quarter as fast as f32 arithmetic, on the small-T seam's critical path.
+/// Fixing the order (f32 rounds in every row, and the f64 adds above round where a part's low bits
+/// fall below the running sum's last bit) makes the kernels, their plans and this reference agree
+/// in every row.
 pub fn tree_sum_squares(v: &[bf16], h: usize) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if cpu_has_fma() {
+        // SAFETY: the CPU has FMA (checked above).
+        return unsafe { tree_sum_squares_fma(v, h) };
+    }
+    tree_sum_squares_body(v, h)
+}
+
+/// [`tree_sum_squares`] with `f32::mul_add` as one instruction (the same bits as the libm call).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+fn tree_sum_squares_fma(v: &[bf16], h: usize) -> f64 {
+    tree_sum_squares_body(v, h)
+}
+
+#[inline(always)]
+fn tree_sum_squares_body(v: &[bf16], h: usize) -> f64 {
     if h == 0 || v.is_empty() {
         return 0.0;
     }
@@ -69,15 +90,17 @@ pub fn tree_sum_squares(v: &[bf16], h: usize) -> f64 {
             let mut parts = [0f64; 4];
             if c < chunks {
                 for (q, part) in parts.iter_mut().enumerate() {
+                    let mut s = 0f32;
                     for j in 0..streams {
                         for e in 0..8 {
                             let ch = c * SS_CHUNK + 8 * q + e;
                             if ch < h {
                                 let f = v[j * h + ch].to_f32();
-                                *part += (f * f) as f64;
+                                s = f.mul_add(f, s);
                             }
                         }
                     }
+                    *part = s as f64;
                 }
             }
             (parts[0] + parts[1]) + (parts[2] + parts[3])

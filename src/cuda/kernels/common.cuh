@@ -125,6 +125,16 @@ __device__ __forceinline__ uint4 ld_cg4_hint(const void* ptr, unsigned long long
 // (`f32::mul_add`), so that the bf16 outputs match it bit for bit.
 __device__ __forceinline__ float mul_add_rn(float acc, float c, float v) { return __fmaf_rn(c, v, acc); }
 
+// A lane's part of the canonical sum of squares (reference::tree_sum_squares): its 8 channels'
+// squares added to s by f32 fused multiply-adds, in channel order (a stream at a time); the
+// caller converts the finished part to f64 once. (Until PERF_NOTES.md attempt 107 every square was
+// converted to f64 and added there: 32 conversions a row and lane on a quarter-rate pipe.)
+__device__ __forceinline__ float sq_part8(const float f[8], float s) {
+#pragma unroll
+  for (int e = 0; e < 8; ++e) s = __fmaf_rn(f[e], f[e], s);
+  return s;
+}
+
 // The RMS factor 1/sqrt(ss/count + eps): the mean rounded to f32 once, then IEEE sqrt and
 // division (NVRTC compiles with prec-sqrt and prec-div on), exactly as reference::rms_factor.
 __device__ __forceinline__ float rms_factor(double ss, int count, float eps) {

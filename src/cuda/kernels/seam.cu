@@ -21,12 +21,13 @@
 // fixed sequence of MMAs, and chunk partials are combined by a pairwise tree over the chunk index
 // padded with zeros to a power of two. The levels below W are summed inside the block, the rest
 // by the tile's last block; every split gives the same tree, hence the same bits, whatever T, W,
-// the tile size or the token's row. The f64 sums of squares take the same kind of fixed order,
-// the canonical one of reference::tree_sum_squares: a lane sums its 8 channels (stream by
-// stream), a quad pairs its lanes into the chunk's value, and the chunks are added by the
-// pairwise tree over the chunk index. The order matters: a bf16 square is exact, but an f64 add
-// drops the low bits of a square far below the running sum (PERF_NOTES.md, "The f64 sums of
-// squares"), so every kernel and plan must add in the same order to give the same RMS factors.
+// the tile size or the token's row. The sums of squares take the same kind of fixed order, the
+// canonical one of reference::tree_sum_squares: a lane sums its 8 channels' squares (stream by
+// stream) by f32 fused multiply-adds (sq_part8) and converts that part to f64, a quad pairs its
+// lanes into the chunk's value, and the chunks are added by the pairwise tree over the chunk
+// index, in f64. The order matters: adds in another order round differently (PERF_NOTES.md, "The
+// f64 sums of squares" and attempt 107), so every kernel and plan must add in the same order to
+// give the same RMS factors.
 //
 // Programmatic dependent launch. The engine launches these kernels so that they may start while
 // the previous kernel of the stream runs: a block stages its fn slice and the gates' weights,
@@ -327,8 +328,7 @@ __device__ __forceinline__ void ew_compute(const FusedParams& p, const float* sc
       }
       float cr[8];
       unpack8(cb[rr], cr);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) ssn[rr] += (double)(cr[e] * cr[e]);
+      ssn[rr] += (double)sq_part8(cr, 0.0f);
     } else {
       emit_li(p, tok[rr], h, c, ok[rr], q == 0);
     }
@@ -466,10 +466,7 @@ __device__ __forceinline__ void ewc_compute(const FusedParams& p, const float* s
     cb[0] = ok_g ? t : z;
     float cr[8];
     unpack8(cb[0], cr);
-    double s = 0.0;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) s += (double)(cr[e] * cr[e]);
-    ssn[0] = s;
+    ssn[0] = (double)sq_part8(cr, 0.0f);
   } else {
     // Channel k of quarter q: element k % CPL of the row's (k / CPL)-th lane.
     constexpr int G = 8 / CPL;
@@ -700,13 +697,14 @@ __device__ __forceinline__ void quad_sums(const uint4 av[2][NIN], double ssg[2],
     ssg[rr] = 0.0;
     if (rr == 1 && !row1) break;  // warp-uniform: no row in the tile's second half (zeros)
     if (NMIX > 0) {
+      float s = 0.0f;
 #pragma unroll
       for (int j = 0; j < NIN; ++j) {
         float f[8];
         unpack8(av[rr][j], f);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) ssg[rr] += (double)(f[e] * f[e]);
+        s = sq_part8(f, s);
       }
+      ssg[rr] = (double)s;
     }
     ssg[rr] += __shfl_xor_sync(FULL_MASK, ssg[rr], 1);
     ssg[rr] += __shfl_xor_sync(FULL_MASK, ssg[rr], 2);
@@ -959,8 +957,7 @@ __device__ void finish_tile(const FusedParams& p, int tile, int part, int parts,
             *(uint4*)(p.layer_input + (size_t)tok * p.H + 8 * v) = cb;
             float cr[8];
             unpack8(cb, cr);
-#pragma unroll
-            for (int e = 0; e < 8; ++e) sq += (double)(cr[e] * cr[e]);
+            sq = (double)sq_part8(cr, 0.0f);
           }
           // The chunk's value (the quad's pairs), then the step's chunks pairwise over the quads.
           for (int o = 1; o < lw; o <<= 1) sq += __shfl_xor_sync(FULL_MASK, sq, o);
@@ -1885,9 +1882,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
           cb[0][rr] = pack8(c);
           float cr[8];
           unpack8(cb[0][rr], cr);
-          double sq = 0.0;
-#pragma unroll
-          for (int e = 0; e < 8; ++e) sq += (double)(cr[e] * cr[e]);
+          double sq = (double)sq_part8(cr, 0.0f);
           sq += __shfl_xor_sync(FULL_MASK, sq, 1);
           sq += __shfl_xor_sync(FULL_MASK, sq, 2);
           if (chunk_ok && r < rows && q == 0) {

@@ -22,8 +22,9 @@ extern "C" __global__ void uf_post_map(const bf16_t* x, const bf16_t* r, const f
 
 // A token's f64 sum of squares in the canonical order of reference::tree_sum_squares (the order
 // of every fused kernel), for any H and any number of streams: `v` holds `streams` rows of `h`
-// channels. Chunk c (channels 32c..32c+32) is ((part0 + part1) + (part2 + part3)), part q the
-// squares of channels 32c + 8q + e (e = 0..8) stream by stream; the chunks are added by a
+// channels. Chunk c (channels 32c..32c+32) is ((part0 + part1) + (part2 + part3)) in f64, part q
+// the f32 fused multiply-adds of the squares of channels 32c + 8q + e (e = 0..8) stream by
+// stream, from zero; the chunks are added by a
 // pairwise tree over the chunk index padded with zeros to a power of two P. Thread i owns the
 // aligned subtree of chunks [i s, (i + 1) s), s = max(1, P / BLOCK), summed by a TreeStack
 // (common.cuh); the block then adds the threads' values by the same pairwise tree (threads past
@@ -39,7 +40,7 @@ __device__ double canonical_sum_squares(const bf16_t* v, int streams, int h) {
   if ((int)threadIdx.x * span < pw) {
     for (int i = 0; i < span; ++i) {
       const int c = threadIdx.x * span + i;
-      double parts[4] = {0.0, 0.0, 0.0, 0.0};
+      float parts[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       if (c < chunks) {
         for (int q = 0; q < 4; ++q)
           for (int j = 0; j < streams; ++j)
@@ -47,11 +48,11 @@ __device__ double canonical_sum_squares(const bf16_t* v, int streams, int h) {
               const int ch = 32 * c + 8 * q + e;
               if (ch < h) {
                 const float f = bf16_to_f32(v[(size_t)j * h + ch]);
-                parts[q] += (double)(f * f);
+                parts[q] = __fmaf_rn(f, f, parts[q]);
               }
             }
       }
-      stack.push((parts[0] + parts[1]) + (parts[2] + parts[3]), i);
+      stack.push(((double)parts[0] + (double)parts[1]) + ((double)parts[2] + (double)parts[3]), i);
     }
     mine = stack.finish(span);
   }
