@@ -496,9 +496,16 @@ __device__ __forceinline__ void ewc_compute(const FusedParams& p, const float* s
 // the unswapped chains' where the tensor cores compute an output element from its row of A, its
 // column of B and its accumulator alone, the same way at every position: the GPU tests compare
 // these variants with the tile kernel bit for bit (lanes_by_channels_give_the_same_bits).
-template <int NT, int NIN, bool TR, typename Pairs>
+//
+// ss: the lane's parts of the gates' sums of squares (reference::tree_sum_squares) of rows g and
+// g + 8, continued with the step's four channels from the same widened values (the steps run the
+// streams j, the halves u and the pairs st in order: channels 0..7 of stream 0, then stream 1, ...,
+// the canonical part's order), so that quad_sums need not widen the activations again.
+// (SS = false: not here; the cluster kernels that would spill with it leave the parts to
+// quad_sums.)
+template <int NT, int NIN, bool TR, bool SS, typename Pairs>
 __device__ __forceinline__ void project_step(Pairs pairs, const uint4 (&av)[2][NIN], int j, int u,
-                                             float (&d)[NT][4], float (&e)[NT][4]) {
+                                             float (&d)[NT][4], float (&e)[NT][4], float (&ss)[2]) {
   static_assert(!TR || NT == 3, "the swapped step: 24 mixes");
 #pragma unroll
   for (int st = 0; st < 2; ++st) {
@@ -512,6 +519,11 @@ __device__ __forceinline__ void project_step(Pairs pairs, const uint4 (&av)[2][N
     // (the cluster kernels spilled).
     const u32 a[4] = {__byte_perm(w0, 0u, 0x1044), __byte_perm(w1, 0u, 0x1044), __byte_perm(w0, 0u, 0x3244),
                       __byte_perm(w1, 0u, 0x3244)};
+#pragma unroll
+    for (int rr = 0; rr < 2 && SS; ++rr) {
+      const float lo = __uint_as_float(a[rr]), hi = __uint_as_float(a[2 + rr]);
+      ss[rr] = __fmaf_rn(hi, hi, __fmaf_rn(lo, lo, ss[rr]));
+    }
     u32 bh[NT][2], bl[NT][2];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
@@ -581,13 +593,14 @@ __device__ __forceinline__ void project_finish(float (&d)[NT][4], const float (&
 // live through its own pass only (they would spill otherwise), and its bits are the same whatever
 // the tile. SWZ and rstride: fn's layout, as in load_fn_step. TR: the swapped step (project_step),
 // the result as project_finish gives it.
-template <int NIN, int NMIX, bool SWZ, bool TR = false>
+template <int NIN, int NMIX, bool SWZ, bool TR = false, bool SS = true>
 __device__ __forceinline__ void project_chunk(const float* sfn, int rstride, int warp, int g, int q,
                                               bool chunk_ok, const uint4 (&av)[2][NIN],
-                                              float (&d)[Shape<NIN, NMIX>::NT][4]) {
+                                              float (&d)[Shape<NIN, NMIX>::NT][4], float (&ss)[2]) {
   typedef Shape<NIN, NMIX> S;
 #pragma unroll
   for (int nt = 0; nt < S::NT; ++nt) d[nt][0] = d[nt][1] = d[nt][2] = d[nt][3] = 0.0f;
+  ss[0] = ss[1] = 0.0f;
   if (NMIX == 0) return;
   float e[S::NT][4] = {};
 #pragma unroll
@@ -598,15 +611,15 @@ __device__ __forceinline__ void project_chunk(const float* sfn, int rstride, int
         // The tile and stream kernels: a step's weights in one 16-byte load an n-tile.
         float f[S::NT][4];
         load_fn_step<NIN, NMIX, SWZ>(sfn, rstride, j, u, g, warp, q, chunk_ok, f);
-        project_step<S::NT, NIN, TR>(
+        project_step<S::NT, NIN, TR, SS>(
             [&](int st, float2 (&fp)[S::NT]) {
 #pragma unroll
               for (int nt = 0; nt < S::NT; ++nt) fp[nt] = make_float2(f[nt][2 * st], f[nt][2 * st + 1]);
             },
-            av, j, u, d, e);
+            av, j, u, d, e, ss);
       } else {
         // The cluster kernels (rows padded by one float4): 8 bytes a pair, loaded as used.
-        project_step<S::NT, NIN, TR>(
+        project_step<S::NT, NIN, TR, SS>(
             [&](int st, float2 (&fp)[S::NT]) {
 #pragma unroll
               for (int nt = 0; nt < S::NT; ++nt) {
@@ -615,7 +628,7 @@ __device__ __forceinline__ void project_chunk(const float* sfn, int rstride, int
                 fp[nt] = chunk_ok ? r[2 * (warp * 8 + 2 * q + u) + st] : make_float2(0.0f, 0.0f);
               }
             },
-            av, j, u, d, e);
+            av, j, u, d, e, ss);
       }
     }
   }
@@ -637,18 +650,20 @@ __device__ __forceinline__ void project_chunk(const float* sfn, int rstride, int
 // chunk lies past H then reads its own slot of the block's fn, which no copy wrote, and its
 // partials are garbage; the caller never sends them. (The tiles of 32 keep the guard: without
 // it their kernel spilled.)
-template <int NIN, bool TR, bool GUARD>
+template <int NIN, bool TR, bool GUARD, bool SS = true>
 __device__ __forceinline__ void project_chunk_prepared(const unsigned char* sfp, int lane, bool chunk_ok,
-                                                       const uint4 (&av)[2][NIN], float (&d)[3][4]) {
+                                                       const uint4 (&av)[2][NIN], float (&d)[3][4],
+                                                       float (&ss)[2]) {
 #pragma unroll
   for (int nt = 0; nt < 3; ++nt) d[nt][0] = d[nt][1] = d[nt][2] = d[nt][3] = 0.0f;
+  ss[0] = ss[1] = 0.0f;
   float e[3][4] = {};
 #pragma unroll
   for (int j = 0; j < NIN; ++j) {
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       const u32 base = smem_u32(sfp + (j * 2 + u) * FNP_STEP_BYTES);
-      project_step<3, NIN, TR>(
+      project_step<3, NIN, TR, SS>(
           [&](int st, float2 (&fp)[3]) {
 #pragma unroll
             for (int nt = 0; nt < 3; ++nt) {
@@ -663,7 +678,7 @@ __device__ __forceinline__ void project_chunk_prepared(const unsigned char* sfp,
               }
             }
           },
-          av, j, u, d, e);
+          av, j, u, d, e, ss);
     }
   }
   project_finish<3, TR>(d, e);
@@ -687,16 +702,20 @@ extern "C" __global__ void mhc_fn_split(const float* __restrict__ fn, float* __r
   out[idx] = ch < H ? fn[(size_t)(nt * 8 + g) * nin * H + (size_t)j * H + ch] : 0.0f;
 }
 
-// The f64 sums of squares of the projected streams (the gates' RMS, ssg) per row, and the quad
-// sums of ssg and (NORM) ssn (f64, see the header). row1 = false (warp-uniform): the tile has no
-// row in its second half, whose sums stay zero.
-template <int NIN, int NMIX, bool NORM = true>
-__device__ __forceinline__ void quad_sums(const uint4 av[2][NIN], double ssg[2], double ssn[2], bool row1) {
+// The gates' sums of squares of the projected streams (ssg) per row, from the lane's f32 parts
+// (SS: ssp, project_chunk's; otherwise from the activations av, sq_part8 stream by stream: the
+// same adds in the same order), and the quad sums of ssg and (NORM) ssn (f64, see the header).
+// row1 = false (warp-uniform): the tile has no row in its second half, whose sums stay zero.
+template <int NIN, int NMIX, bool NORM = true, bool SS = true>
+__device__ __forceinline__ void quad_sums(const uint4 (&av)[2][NIN], const float ssp[2], double ssg[2],
+                                          double ssn[2], bool row1) {
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
     ssg[rr] = 0.0;
     if (rr == 1 && !row1) break;  // warp-uniform: no row in the tile's second half (zeros)
-    if (NMIX > 0) {
+    if (NMIX > 0 && SS) {
+      ssg[rr] = (double)ssp[rr];
+    } else if (NMIX > 0) {
       float s = 0.0f;
 #pragma unroll
       for (int j = 0; j < NIN; ++j) {
@@ -1179,11 +1198,12 @@ __device__ void seam_kernel_body(const FusedParams& p) {
       __syncthreads();
       STAMP(p.timeline, 5);
     }
-    project_chunk<NIN, NMIX, true>(sfn, p.W * 8, warp, g, q, chunk_ok, av, d);
+    float ssp[2];
+    project_chunk<NIN, NMIX, true>(sfn, p.W * 8, warp, g, q, chunk_ok, av, d, ssp);
     STAMP(p.timeline, 14);
     // Sums of squares for the gates' RMS factor, then quad sums (f64, see the header).
     double ssg[2];
-    quad_sums<NIN, NMIX>(av, ssg, ssn, true);
+    quad_sums<NIN, NMIX>(av, ssp, ssg, ssn, true);
     STAMP(p.timeline, 6);
     // Partials to shared memory: part[warp][row][mix] then ss[warp][row][2]. They overwrite the
     // staged coefficients, so every warp must be past its elementwise phase.
@@ -1390,9 +1410,10 @@ __device__ void seam_stream_body(const FusedParams& p) {
     st_issue<NIN, CARRIED>(p, tile + stride, stage(), scoef_at((it + 1) & 1), htid, g, h, chunk_ok);
     STAMP(p.timeline, 4);
     float d[S::NT][4];
-    project_chunk<NIN, NMIX, true>(sfn, 8 * 8 /* W = 8: a constant stride */, warp, g, q, chunk_ok, av, d);
+    float ssp[2];
+    project_chunk<NIN, NMIX, true>(sfn, 8 * 8 /* W = 8: a constant stride */, warp, g, q, chunk_ok, av, d, ssp);
     double ssg[2];
-    quad_sums<NIN, NMIX>(av, ssg, ssn, true);
+    quad_sums<NIN, NMIX>(av, ssp, ssg, ssn, true);
     STAMP(p.timeline, 6);
     put_partials<NMIX>(part(), sss(), warp, g, d, ssg, ssn);
     bar_named(1 + hf, ST_THREADS);
@@ -1458,6 +1479,10 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   static_assert(CARRIED || (MT == 1 && CPL == 0 && NIN == NS), "the V4 seam: tiles of 16 tokens, four streams");
   typedef Shape<NIN, NMIX> S;
   constexpr int NM = S::NM;
+  // The gates' sums of squares in the projection's steps (project_step's SS) where the kernel's
+  // registers allow: the lanes-by-channels and prepared seam kernels; the others, which spilled
+  // with it, take them in quad_sums (the same bits; PERF_NOTES.md attempt 108).
+  constexpr bool SSI = CPL > 0 || (PREP && PM == 1 && CARRIED);
   constexpr int TT = MT * MAXTT;              // tokens per tile at most
   constexpr int MAXOWN = MT == 1 ? MAXTT : 2;  // rows a block finishes at most (plan.rs)
   extern __shared__ __align__(16) unsigned char smem[];
@@ -1649,15 +1674,16 @@ __device__ void seam_cluster_body(const FusedParams& p) {
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
       const unsigned char* sfp = smem + (size_t)warp * NIN * FNP_STREAM_BYTES;
+      float ssp[2];
       if (PREP && tr)
-        project_chunk_prepared<NIN, TR || TR_RT, MT == 2>(sfp, lane, chunk_ok, av[m], d[m]);
+        project_chunk_prepared<NIN, TR || TR_RT, MT == 2, SSI>(sfp, lane, chunk_ok, av[m], d[m], ssp);
       else if (PREP)
-        project_chunk_prepared<NIN, false, MT == 2>(sfp, lane, chunk_ok, av[m], d[m]);
+        project_chunk_prepared<NIN, false, MT == 2, SSI>(sfp, lane, chunk_ok, av[m], d[m], ssp);
       else if (tr)
-        project_chunk<NIN, NMIX, false, TR || TR_RT>(sfn, rstride, warp, g, q, chunk_ok, av[m], d[m]);
+        project_chunk<NIN, NMIX, false, TR || TR_RT, SSI>(sfn, rstride, warp, g, q, chunk_ok, av[m], d[m], ssp);
       else
-        project_chunk<NIN, NMIX, false, false>(sfn, rstride, warp, g, q, chunk_ok, av[m], d[m]);
-      quad_sums<NIN, NMIX, !EARLY>(av[m], ssg[m], ssn[m], rows > MAXTT * m + 8);
+        project_chunk<NIN, NMIX, false, false, SSI>(sfn, rstride, warp, g, q, chunk_ok, av[m], d[m], ssp);
+      quad_sums<NIN, NMIX, !EARLY, SSI>(av[m], ssp, ssg[m], ssn[m], rows > MAXTT * m + 8);
     }
     STAMP(p.timeline, 14);
     // Every block's mbarriers are initialized.
