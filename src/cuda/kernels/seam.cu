@@ -1479,10 +1479,11 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   static_assert(CARRIED || (MT == 1 && CPL == 0 && NIN == NS), "the V4 seam: tiles of 16 tokens, four streams");
   typedef Shape<NIN, NMIX> S;
   constexpr int NM = S::NM;
-  // The gates' sums of squares in the projection's steps (project_step's SS) where the kernel's
-  // registers allow: the lanes-by-channels and prepared seam kernels; the others, which spilled
-  // with it, take them in quad_sums (the same bits; PERF_NOTES.md attempt 108).
-  constexpr bool SSI = CPL > 0 || (PREP && PM == 1 && CARRIED);
+  // The gates' sums of squares in the projection's steps (project_step's SS) in the lanes-by-
+  // channels kernels only (T <= 4, one row a lane); the others take them in quad_sums, the same
+  // adds in the same order (PERF_NOTES.md attempt 108: with it the tiles of 16 ran 1 % slower at
+  // T = 64, and the unprepared and pre_delayed kernels spilled).
+  constexpr bool SSI = CPL > 0;
   constexpr int TT = MT * MAXTT;              // tokens per tile at most
   constexpr int MAXOWN = MT == 1 ? MAXTT : 2;  // rows a block finishes at most (plan.rs)
   extern __shared__ __align__(16) unsigned char smem[];
