@@ -5,23 +5,13 @@ use super::{rms_factor, tree_sum_squares};
 use half::bf16;
 use rayon::prelude::*;
 
-/// One token of collapse: `c[h] = sum_j p[j] * r[j][h]`, from j = 0 upward, in f32 (the first
-/// term a product, each next one a fused multiply-add). Returns the f32 sums (before rounding) in
-/// `out`.
-pub fn collapse_token_f32(n: usize, h: usize, r: &[bf16], p: &[f32], out: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if super::cpu_has_fma() {
-        // SAFETY: the CPU has FMA (checked above).
-        return unsafe { collapse_token_fma(n, h, r, p, out) };
-    }
-    collapse_token_body(n, h, r, p, out)
-}
-
-/// [`collapse_token_f32`] with `f32::mul_add` as one instruction (the same bits as the libm call).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "fma")]
-fn collapse_token_fma(n: usize, h: usize, r: &[bf16], p: &[f32], out: &mut [f32]) {
-    collapse_token_body(n, h, r, p, out)
+with_fma! {
+    /// One token of collapse: `c[h] = sum_j p[j] * r[j][h]`, from j = 0 upward, in f32 (the first
+    /// term a product, each next one a fused multiply-add). Returns the f32 sums (before rounding)
+    /// in `out`.
+    pub fn collapse_token_f32, collapse_token_fma => collapse_token_body(
+        n: usize, h: usize, r: &[bf16], p: &[f32], out: &mut [f32]
+    )
 }
 
 #[inline(always)]

@@ -11,6 +11,30 @@
 //! Elementwise sums (post_map, collapse) take a product, then fused multiply-adds (`f32::mul_add`;
 //! the CUDA kernels `__fmul_rn` and `__fmaf_rn`), so both round alike.
 
+/// Defines `$name`, which runs `$body` (an `#[inline(always)]` function using `f32::mul_add`)
+/// compiled with FMA enabled where the x86-64 CPU has it (`$fma`, one instruction instead of a
+/// libm call: the same bits either way, IEEE fma), and as it is otherwise.
+macro_rules! with_fma {
+    ($(#[$m:meta])* $vis:vis fn $name:ident, $fma:ident => $body:ident ($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)?) => {
+        $(#[$m])*
+        $vis fn $name($($arg: $ty),*) $(-> $ret)? {
+            #[cfg(target_arch = "x86_64")]
+            if $crate::reference::cpu_has_fma() {
+                // SAFETY: the CPU has FMA (checked above).
+                return unsafe { $fma($($arg),*) };
+            }
+            $body($($arg),*)
+        }
+
+        #[doc = concat!("[`", stringify!($name), "`] with `f32::mul_add` as one instruction.")]
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "fma")]
+        fn $fma($($arg: $ty),*) $(-> $ret)? {
+            $body($($arg),*)
+        }
+    };
+}
+
 pub mod collapse;
 pub mod gates;
 pub mod mxfp8;
@@ -19,8 +43,9 @@ pub mod oracle;
 pub mod post_map;
 pub mod projection;
 
-/// Whether this x86-64 CPU has FMA, so that post_map's and the collapse's `f32::mul_add` can run
-/// as one instruction instead of a libm call (the bits are the same either way: IEEE fma).
+/// Whether this x86-64 CPU has FMA, so that `f32::mul_add` (post_map, the collapse, the sums of
+/// squares) can run as one instruction instead of a libm call (the same bits either way: IEEE
+/// fma). [`with_fma`] dispatches on it.
 #[cfg(target_arch = "x86_64")]
 fn cpu_has_fma() -> bool {
     std::is_x86_feature_detected!("fma")
@@ -43,39 +68,27 @@ pub fn rms_factor(ss: f64, count: usize, eps: f32) -> f32 {
 /// Channels per chunk of the canonical order (a warp's chunk in the fused GPU kernels).
 pub const SS_CHUNK: usize = 32;
 
-/// The f64 sum of squares of one token's bf16 values `v` (`v.len() / h` streams of `h` channels,
-/// stream-major) in the canonical order that every fused GPU kernel takes, whatever its launch
-/// plan, tile or batch size:
-///
-/// 1. the channels are cut into chunks of [`SS_CHUNK`]; in chunk `c`, part `q` (0..4) is the f32
-///    sum, one fused multiply-add at a time from zero (`part = f.mul_add(f, part)`), of the
-///    squares of channels `32c + 8q + e`, e = 0..8, of stream 0, then of stream 1, and so on
-///    (channels past `h` add nothing), converted to f64 once it is complete;
-/// 2. the chunk's value is `(part0 + part1) + (part2 + part3)` in f64;
-/// 3. the chunks' values are added in f64 by a pairwise tree over the chunk index, padded with
-///    zeros to a power of two: (c0 + c1) + (c2 + c3), and so on up.
-///
-/// A part adds at most 8 n squares (32 at n = 4) in f32: within 8 n f32 roundings of the exact
-/// sum, far inside SPEC section 8's 1e-5 on the gates (the factor is a square root of it). The
-/// parts were f64 sums until PERF_NOTES.md attempt 107: the kernels' conversions of every square
-/// to f64 ran on a pipe a quarter as fast as f32 arithmetic, on the small-T seam's critical path.
-/// Fixing the order (f32 rounds in every row, and the f64 adds above round where a part's low bits
-/// fall below the running sum's last bit) makes the kernels, their plans and this reference agree
-/// in every row.
-pub fn tree_sum_squares(v: &[bf16], h: usize) -> f64 {
-    #[cfg(target_arch = "x86_64")]
-    if cpu_has_fma() {
-        // SAFETY: the CPU has FMA (checked above).
-        return unsafe { tree_sum_squares_fma(v, h) };
-    }
-    tree_sum_squares_body(v, h)
-}
-
-/// [`tree_sum_squares`] with `f32::mul_add` as one instruction (the same bits as the libm call).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "fma")]
-fn tree_sum_squares_fma(v: &[bf16], h: usize) -> f64 {
-    tree_sum_squares_body(v, h)
+with_fma! {
+    /// The f64 sum of squares of one token's bf16 values `v` (`v.len() / h` streams of `h` channels,
+    /// stream-major) in the canonical order that every fused GPU kernel takes, whatever its launch
+    /// plan, tile or batch size:
+    ///
+    /// 1. the channels are cut into chunks of [`SS_CHUNK`]; in chunk `c`, part `q` (0..4) is the f32
+    ///    sum, one fused multiply-add at a time from zero (`part = f.mul_add(f, part)`), of the
+    ///    squares of channels `32c + 8q + e`, e = 0..8, of stream 0, then of stream 1, and so on
+    ///    (channels past `h` add nothing), converted to f64 once it is complete;
+    /// 2. the chunk's value is `(part0 + part1) + (part2 + part3)` in f64;
+    /// 3. the chunks' values are added in f64 by a pairwise tree over the chunk index, padded with
+    ///    zeros to a power of two: (c0 + c1) + (c2 + c3), and so on up.
+    ///
+    /// A part adds at most 8 n squares (32 at n = 4) in f32: within 8 n f32 roundings of the exact
+    /// sum, far inside SPEC section 8's 1e-5 on the gates (the factor is a square root of it). The
+    /// parts were f64 sums until PERF_NOTES.md attempt 107: the kernels' conversions of every square
+    /// to f64 ran on a pipe a quarter as fast as f32 arithmetic, on the small-T seam's critical path.
+    /// Fixing the order (f32 rounds in every row, and the f64 adds above round where a part's low bits
+    /// fall below the running sum's last bit) makes the kernels, their plans and this reference agree
+    /// in every row.
+    pub fn tree_sum_squares, tree_sum_squares_fma => tree_sum_squares_body(v: &[bf16], h: usize) -> f64
 }
 
 #[inline(always)]

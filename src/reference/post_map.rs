@@ -27,37 +27,17 @@ pub fn post_map(
         .for_each(|(((o, r), x), (p, c))| post_map_token(n, h, x, r, p, c, o));
 }
 
-/// One token of [`post_map`].
-pub fn post_map_token(
-    n: usize,
-    h: usize,
-    x: &[bf16],
-    r: &[bf16],
-    post: &[f32],
-    comb: &[f32],
-    out: &mut [bf16],
-) {
-    #[cfg(target_arch = "x86_64")]
-    if super::cpu_has_fma() {
-        // SAFETY: the CPU has FMA (checked above).
-        return unsafe { post_map_token_fma(n, h, x, r, post, comb, out) };
-    }
-    post_map_token_body(n, h, x, r, post, comb, out)
-}
-
-/// [`post_map_token`] with `f32::mul_add` as one instruction (the same bits as the libm call).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "fma")]
-fn post_map_token_fma(
-    n: usize,
-    h: usize,
-    x: &[bf16],
-    r: &[bf16],
-    post: &[f32],
-    comb: &[f32],
-    out: &mut [bf16],
-) {
-    post_map_token_body(n, h, x, r, post, comb, out)
+with_fma! {
+    /// One token of [`post_map`].
+    pub fn post_map_token, post_map_token_fma => post_map_token_body(
+        n: usize,
+        h: usize,
+        x: &[bf16],
+        r: &[bf16],
+        post: &[f32],
+        comb: &[f32],
+        out: &mut [bf16],
+    )
 }
 
 #[inline(always)]
