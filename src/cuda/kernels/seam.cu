@@ -228,9 +228,9 @@ __device__ __forceinline__ void ew_load(const FusedParams& p, const int tok[2], 
   for (int rr = 0; rr < 2; ++rr) {
     const size_t tk = ok[rr] ? (size_t)tok[rr] : 0;
     xv[rr] = (ok[rr] && (PM || NIN == 1)) ? __ldg((const uint4*)(p.x + tk * p.H + h)) : z;
+    const bf16_t* rs = p.residual + (tk * (NS * p.H) + h);  // a stream a 32-bit offset from it
 #pragma unroll
-    for (int i = 0; i < NIN; ++i)
-      rv[rr][i] = (ok[rr] && NIN == NS) ? __ldg((const uint4*)(p.residual + (tk * NS + i) * p.H + h)) : z;
+    for (int i = 0; i < NIN; ++i) rv[rr][i] = (ok[rr] && NIN == NS) ? __ldg((const uint4*)(rs + i * p.H)) : z;
   }
 }
 
@@ -265,6 +265,9 @@ __device__ __forceinline__ void ew_compute(const FusedParams& p, const float* sc
     const size_t tk = ok[rr] ? (size_t)tok[rr] : 0;
     if (PM) {
       const float* cf = scoef + (g + 8 * rr) * COEF;
+      // r': one address a row, a stream a 32-bit offset from it; each stream stored as soon as it
+      // is packed (all four after the loop cost the stream launch 0.5-2 %: attempt 109).
+      bf16_t* ro = p.residual_out + (tk * (NS * p.H) + h);
       float xf[8];
       unpack8(xv[rr], xf);
 #pragma unroll
@@ -281,13 +284,13 @@ __device__ __forceinline__ void ew_compute(const FusedParams& p, const float* sc
           for (int e = 0; e < 8; ++e) o[e] = mul_add_rn(o[e], c, rf[e]);
         }
         av[rr][j] = pack8(o);
-        if (ok[rr]) *(uint4*)(p.residual_out + (tk * NS + j) * p.H + h) = av[rr][j];
+        if (ok[rr]) *(uint4*)(ro + j * p.H) = av[rr][j];
       }
     } else if (NIN == 1) {
       av[rr][0] = xv[rr];
       if (ok[rr]) {
 #pragma unroll
-        for (int j = 0; j < NS; ++j) *(uint4*)(p.residual_out + (tk * NS + j) * p.H + h) = xv[rr];
+        for (int j = 0; j < NS; ++j) *(uint4*)(p.residual_out + (tk * (NS * p.H) + h) + j * p.H) = xv[rr];
       }
     } else {
 #pragma unroll
@@ -412,8 +415,9 @@ template <int CPL>
 __device__ __forceinline__ void ewc_load(const FusedParams& p, int tok, bool ok, int h, ChanVals<CPL>& v) {
   const size_t tk = ok ? (size_t)tok : 0;
   ld_chan<CPL>(p.x + tk * p.H + h, ok, v.x);
+  const bf16_t* rs = p.residual + (tk * (NS * p.H) + h);  // a stream a 32-bit offset from it
 #pragma unroll
-  for (int i = 0; i < NS; ++i) ld_chan<CPL>(p.residual + (tk * NS + i) * p.H + h, ok, v.r[i]);
+  for (int i = 0; i < NS; ++i) ld_chan<CPL>(rs + i * p.H, ok, v.r[i]);
 }
 
 // The seam's post_map (r' stored) and carried collapse in the channel layout (row rho of the
@@ -441,7 +445,7 @@ __device__ __forceinline__ void ewc_compute(const FusedParams& p, const float* s
       for (int e = 0; e < CPL; ++e) o[e] = mul_add_rn(o[e], c, chan_f32<CPL>(v.r[i], e));
     }
     chan_pack<CPL>(o, rw[j]);
-    if (ok) st_chan<CPL>(p.residual_out + ((size_t)tok * NS + j) * p.H + h, rw[j]);
+    if (ok) st_chan<CPL>(p.residual_out + ((size_t)tok * (NS * p.H) + h) + j * p.H, rw[j]);
   }
   float c[CPL];
 #pragma unroll
@@ -1326,17 +1330,21 @@ __device__ __forceinline__ void st_issue(const FusedParams& p, int tile, uint4* 
                                          int g, int h, bool chunk_ok) {
   if (tile >= p.tiles) return;
   const int row0 = tile * MAXTT;
+  const int H = p.H;
+  // Where a row reads nothing (past T, or a chunk past H) its copies read 0 bytes from row 0's
+  // channel 0: one address per row and tensor, a stream a 32-bit offset from the row's first
+  // (PERF_NOTES.md attempt 109: the 64-bit products per copy were 10 % of the launch).
+  const int hh = chunk_ok ? h : 0;
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
     const int tok = row0 + g + 8 * rr;
     const bool ok = chunk_ok && tok < p.T;
+    const int bytes = ok ? 16 : 0;
     const size_t tk = ok ? (size_t)tok : 0;
-    cp_async16(stage + (rr * 5) * ST_THREADS + htid, ok ? (const void*)(p.x + tk * p.H + h) : (const void*)p.x,
-               ok ? 16 : 0);
+    cp_async16(stage + (rr * 5) * ST_THREADS + htid, p.x + (tk * H + hh), bytes);
+    const bf16_t* rs = p.residual + (tk * (NS * H) + hh);
 #pragma unroll
-    for (int i = 0; i < NIN; ++i)
-      cp_async16(stage + (rr * 5 + 1 + i) * ST_THREADS + htid,
-                 ok ? (const void*)(p.residual + (tk * NS + i) * p.H + h) : (const void*)p.residual, ok ? 16 : 0);
+    for (int i = 0; i < NIN; ++i) cp_async16(stage + (rr * 5 + 1 + i) * ST_THREADS + htid, rs + i * H, bytes);
   }
   if (htid < MAXTT * 6) {
     const int r = htid / 6, c = htid % 6, tok = row0 + r;
