@@ -9,19 +9,16 @@ with_fma! {
     /// One token of collapse: `c[h] = sum_j p[j] * r[j][h]`, from j = 0 upward, in f32 (the first
     /// term a product, each next one a fused multiply-add). Returns the f32 sums (before rounding)
     /// in `out`.
-    pub fn collapse_token_f32, collapse_token_fma => collapse_token_body(
+    pub fn collapse_token_f32, collapse_token_fma(
         n: usize, h: usize, r: &[bf16], p: &[f32], out: &mut [f32]
-    )
-}
-
-#[inline(always)]
-fn collapse_token_body(n: usize, h: usize, r: &[bf16], p: &[f32], out: &mut [f32]) {
-    for (hh, o) in out.iter_mut().enumerate().take(h) {
-        let mut acc = p[0] * r[hh].to_f32();
-        for j in 1..n {
-            acc = p[j].mul_add(r[j * h + hh].to_f32(), acc);
+    ) {
+        for (hh, o) in out.iter_mut().enumerate().take(h) {
+            let mut acc = p[0] * r[hh].to_f32();
+            for j in 1..n {
+                acc = p[j].mul_add(r[j * h + hh].to_f32(), acc);
+            }
+            *o = acc;
         }
-        *o = acc;
     }
 }
 

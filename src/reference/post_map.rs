@@ -29,7 +29,7 @@ pub fn post_map(
 
 with_fma! {
     /// One token of [`post_map`].
-    pub fn post_map_token, post_map_token_fma => post_map_token_body(
+    pub fn post_map_token, post_map_token_fma(
         n: usize,
         h: usize,
         x: &[bf16],
@@ -37,27 +37,16 @@ with_fma! {
         post: &[f32],
         comb: &[f32],
         out: &mut [bf16],
-    )
-}
-
-#[inline(always)]
-fn post_map_token_body(
-    n: usize,
-    h: usize,
-    x: &[bf16],
-    r: &[bf16],
-    post: &[f32],
-    comb: &[f32],
-    out: &mut [bf16],
-) {
-    for j in 0..n {
-        let o = &mut out[j * h..(j + 1) * h];
-        for (hh, oh) in o.iter_mut().enumerate() {
-            let mut acc = post[j] * x[hh].to_f32();
-            for i in 0..n {
-                acc = comb[i * n + j].mul_add(r[i * h + hh].to_f32(), acc);
+    ) {
+        for j in 0..n {
+            let o = &mut out[j * h..(j + 1) * h];
+            for (hh, oh) in o.iter_mut().enumerate() {
+                let mut acc = post[j] * x[hh].to_f32();
+                for i in 0..n {
+                    acc = comb[i * n + j].mul_add(r[i * h + hh].to_f32(), acc);
+                }
+                *oh = bf16::from_f32(acc);
             }
-            *oh = bf16::from_f32(acc);
         }
     }
 }
