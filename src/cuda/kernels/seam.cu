@@ -217,6 +217,14 @@ __device__ __forceinline__ void stage_coefs(const FusedParams& p, float* scoef, 
   }
 }
 
+// Stream 0 of token tk's row of a residual [T][NS][H] at channel h: one 64-bit offset a row, so
+// that stream i is a 32-bit offset `i * H` from it (PERF_NOTES.md attempt 109: a 64-bit product a
+// stream and access was 10 % of the stream launch).
+template <typename P>
+__device__ __forceinline__ P* row_streams(P* base, size_t tk, int H, int h) {
+  return base + (tk * (NS * H) + h);
+}
+
 // Phase 1's loads for a lane's two rows (tok[0] = row g, tok[1] = row g + 8 of the tile) and 8
 // channels at h: x (post_map, entry) and the residual's streams, every load issued before any is
 // used (one memory round trip). Rows that are not ok read nothing and get zeros.
@@ -228,7 +236,7 @@ __device__ __forceinline__ void ew_load(const FusedParams& p, const int tok[2], 
   for (int rr = 0; rr < 2; ++rr) {
     const size_t tk = ok[rr] ? (size_t)tok[rr] : 0;
     xv[rr] = (ok[rr] && (PM || NIN == 1)) ? __ldg((const uint4*)(p.x + tk * p.H + h)) : z;
-    const bf16_t* rs = p.residual + (tk * (NS * p.H) + h);  // a stream a 32-bit offset from it
+    const bf16_t* rs = row_streams(p.residual, tk, p.H, h);
 #pragma unroll
     for (int i = 0; i < NIN; ++i) rv[rr][i] = (ok[rr] && NIN == NS) ? __ldg((const uint4*)(rs + i * p.H)) : z;
   }
@@ -265,9 +273,9 @@ __device__ __forceinline__ void ew_compute(const FusedParams& p, const float* sc
     const size_t tk = ok[rr] ? (size_t)tok[rr] : 0;
     if (PM) {
       const float* cf = scoef + (g + 8 * rr) * COEF;
-      // r': one address a row, a stream a 32-bit offset from it; each stream stored as soon as it
-      // is packed (all four after the loop cost the stream launch 0.5-2 %: attempt 109).
-      bf16_t* ro = p.residual_out + (tk * (NS * p.H) + h);
+      // r' (row_streams), each stream stored as soon as it is packed (all four after the loop cost
+      // the stream launch 0.5-2 %: attempt 109).
+      bf16_t* ro = row_streams(p.residual_out, tk, p.H, h);
       float xf[8];
       unpack8(xv[rr], xf);
 #pragma unroll
@@ -290,7 +298,7 @@ __device__ __forceinline__ void ew_compute(const FusedParams& p, const float* sc
       av[rr][0] = xv[rr];
       if (ok[rr]) {
 #pragma unroll
-        for (int j = 0; j < NS; ++j) *(uint4*)(p.residual_out + (tk * (NS * p.H) + h) + j * p.H) = xv[rr];
+        for (int j = 0; j < NS; ++j) *(uint4*)(row_streams(p.residual_out, tk, p.H, h) + j * p.H) = xv[rr];
       }
     } else {
 #pragma unroll
@@ -415,7 +423,7 @@ template <int CPL>
 __device__ __forceinline__ void ewc_load(const FusedParams& p, int tok, bool ok, int h, ChanVals<CPL>& v) {
   const size_t tk = ok ? (size_t)tok : 0;
   ld_chan<CPL>(p.x + tk * p.H + h, ok, v.x);
-  const bf16_t* rs = p.residual + (tk * (NS * p.H) + h);  // a stream a 32-bit offset from it
+  const bf16_t* rs = row_streams(p.residual, tk, p.H, h);
 #pragma unroll
   for (int i = 0; i < NS; ++i) ld_chan<CPL>(rs + i * p.H, ok, v.r[i]);
 }
@@ -445,7 +453,7 @@ __device__ __forceinline__ void ewc_compute(const FusedParams& p, const float* s
       for (int e = 0; e < CPL; ++e) o[e] = mul_add_rn(o[e], c, chan_f32<CPL>(v.r[i], e));
     }
     chan_pack<CPL>(o, rw[j]);
-    if (ok) st_chan<CPL>(p.residual_out + ((size_t)tok * (NS * p.H) + h) + j * p.H, rw[j]);
+    if (ok) st_chan<CPL>(row_streams(p.residual_out, (size_t)tok, p.H, h) + j * p.H, rw[j]);
   }
   float c[CPL];
 #pragma unroll
@@ -1332,8 +1340,7 @@ __device__ __forceinline__ void st_issue(const FusedParams& p, int tile, uint4* 
   const int row0 = tile * MAXTT;
   const int H = p.H;
   // Where a row reads nothing (past T, or a chunk past H) its copies read 0 bytes from row 0's
-  // channel 0: one address per row and tensor, a stream a 32-bit offset from the row's first
-  // (PERF_NOTES.md attempt 109: the 64-bit products per copy were 10 % of the launch).
+  // channel 0. One address a row and tensor (row_streams).
   const int hh = chunk_ok ? h : 0;
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
@@ -1342,7 +1349,7 @@ __device__ __forceinline__ void st_issue(const FusedParams& p, int tile, uint4* 
     const int bytes = ok ? 16 : 0;
     const size_t tk = ok ? (size_t)tok : 0;
     cp_async16(stage + (rr * 5) * ST_THREADS + htid, p.x + (tk * H + hh), bytes);
-    const bf16_t* rs = p.residual + (tk * (NS * H) + hh);
+    const bf16_t* rs = row_streams(p.residual, tk, H, hh);
 #pragma unroll
     for (int i = 0; i < NIN; ++i) cp_async16(stage + (rr * 5 + 1 + i) * ST_THREADS + htid, rs + i * H, bytes);
   }
