@@ -829,14 +829,35 @@ __device__ void finish_tile(const FusedParams& p, int tile, int part, int parts,
     const int ngrp = reg_tree ? (p.rpad + 31) / 32 : 0;  // 1, 2 or 4
     const int nm_items = gates_here ? rows * NM * ngrp : 0;
     float* gsum = scratch;  // [rows][NM][ngrp]
-    for (int i = tid; i < nm_items + rows * 2; i += nthr) {
-      if (i < nm_items) {
-        const int r = i / (NM * ngrp), rem = i % (NM * ngrp), mix = rem / ngrp, grp = rem % ngrp;
-        const int k0 = grp * 32;
-        const float* rec = p.rec_m + ((size_t)(row0 + r) * p.nrec + k0) * NM + mix;
-        float v[32];
+    // One item's records (row, mix, group of 32), all its loads issued at once.
+    auto mix_load = [&](int i, float (&v)[32]) {
+      const int r = i / (NM * ngrp), rem = i % (NM * ngrp), mix = rem / ngrp, grp = rem % ngrp;
+      const int k0 = grp * 32;
+      const float* rec = p.rec_m + ((size_t)(row0 + r) * p.nrec + k0) * NM + mix;
 #pragma unroll
-        for (int k = 0; k < 32; ++k) v[k] = k0 + k < p.nrec ? ld_cg_f32(rec + (size_t)k * NM) : 0.0f;
+      for (int k = 0; k < 32; ++k) v[k] = k0 + k < p.nrec ? ld_cg_f32(rec + (size_t)k * NM) : 0.0f;
+    };
+    // The split tails, where every item fits two a thread with the sums of squares' items on the
+    // threads that have one mix item (part 0 at H <= 8192: 384 + 32 items over 256 threads): a
+    // thread's loads all in flight together, one round trip before the barrier instead of two.
+    const bool one_trip = SPLIT && nm_items + rows * 2 <= 2 * nthr;
+    if (one_trip) {
+      const int ia = tid, ib = tid + nthr, js = nthr - 1 - tid;
+      float va[32];
+      if (ia < nm_items) mix_load(ia, va);
+      if (ib < nm_items) {
+        float vb[32];
+        mix_load(ib, vb);
+        gsum[ib] = pairwise(vb);
+      } else if (js < rows * 2) {
+        s_ss[js / 2][js % 2] = tree_f64_cg(p.rec_ss + (size_t)(row0 + js / 2) * p.nrec * 2 + js % 2, 2, p.nrec);
+      }
+      if (ia < nm_items) gsum[ia] = pairwise(va);
+    }
+    for (int i = one_trip ? nm_items + rows * 2 : tid; i < nm_items + rows * 2; i += nthr) {
+      if (i < nm_items) {
+        float v[32];
+        mix_load(i, v);
         gsum[i] = pairwise(v);
       } else {
         // The upper levels of the sums of squares' tree (pairwise over the records).
