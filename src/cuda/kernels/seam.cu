@@ -854,6 +854,8 @@ __device__ void finish_tile(const FusedParams& p, int tile, int part, int parts,
       }
       if (ia < nm_items) gsum[ia] = pairwise(va);
     }
+    // Otherwise (the tile kernel's tails, wider plans) the items in turns of the block's threads;
+    // after one_trip the loop starts past the last item and runs nothing.
     for (int i = one_trip ? nm_items + rows * 2 : tid; i < nm_items + rows * 2; i += nthr) {
       if (i < nm_items) {
         float v[32];
