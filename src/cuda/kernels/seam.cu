@@ -837,6 +837,11 @@ __device__ void finish_tile(const FusedParams& p, int tile, int part, int parts,
 #pragma unroll
       for (int k = 0; k < 32; ++k) v[k] = k0 + k < p.nrec ? ld_cg_f32(rec + (size_t)k * NM) : 0.0f;
     };
+    // A sums-of-squares item (row r, which: gate 0 or norm 1): the upper levels of its tree
+    // (pairwise over the records).
+    auto ss_item = [&](int r, int which) {
+      s_ss[r][which] = tree_f64_cg(p.rec_ss + (size_t)(row0 + r) * p.nrec * 2 + which, 2, p.nrec);
+    };
     // The split tails, where every item fits two a thread with the sums of squares' items on the
     // threads that have one mix item (part 0 at H <= 8192: 384 + 32 items over 256 threads): a
     // thread's loads all in flight together, one round trip before the barrier instead of two.
@@ -850,7 +855,7 @@ __device__ void finish_tile(const FusedParams& p, int tile, int part, int parts,
         mix_load(ib, vb);
         gsum[ib] = pairwise(vb);
       } else if (js < rows * 2) {
-        s_ss[js / 2][js % 2] = tree_f64_cg(p.rec_ss + (size_t)(row0 + js / 2) * p.nrec * 2 + js % 2, 2, p.nrec);
+        ss_item(js / 2, js % 2);
       }
       if (ia < nm_items) gsum[ia] = pairwise(va);
     }
@@ -862,9 +867,7 @@ __device__ void finish_tile(const FusedParams& p, int tile, int part, int parts,
         mix_load(i, v);
         gsum[i] = pairwise(v);
       } else {
-        // The upper levels of the sums of squares' tree (pairwise over the records).
-        const int r = (i - nm_items) / 2, which = (i - nm_items) % 2;
-        s_ss[r][which] = tree_f64_cg(p.rec_ss + (size_t)(row0 + r) * p.nrec * 2 + which, 2, p.nrec);
+        ss_item((i - nm_items) / 2, (i - nm_items) % 2);
       }
     }
     __syncthreads();
