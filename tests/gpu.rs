@@ -593,6 +593,8 @@ fn every_plan_gives_the_same_bits() {
                 let want = e.execute(&args).unwrap().0;
                 for p in plans {
                     e.set_plan_override(Some(p));
+                    // No record of an earlier call may stand in for one this plan missed.
+                    e.poison_records().unwrap();
                     let (got, route) = e.execute(&args).unwrap();
                     assert_eq!(route.path, "fused");
                     assert!(
@@ -610,6 +612,7 @@ fn every_plan_gives_the_same_bits() {
                     for prepared in [true, false] {
                         e.set_cluster_override(Some(cl));
                         e.set_use_prepared_fn(prepared);
+                        e.poison_records().unwrap();
                         let (got, route) = e.execute(&args).unwrap();
                         assert_eq!(route.path, "fused");
                         assert!(
@@ -706,6 +709,9 @@ fn the_stream_tiles_launch_gives_the_same_bits() {
                         route.kernels
                     );
                     e.set_stream_tiles(true);
+                    // The tile kernel's records must not stand in for a row the stream launch
+                    // missed.
+                    e.poison_records().unwrap();
                     let (got, route) = e.execute(&args).unwrap();
                     // The tails of the seam split over several blocks a tile (`mhc_seam_tails xN`).
                     let labels: Vec<String> = route
@@ -761,6 +767,7 @@ fn the_stream_tiles_launch_gives_the_same_bits() {
         e.set_stream_tiles(false);
         let (want, _) = e.execute(&args).unwrap();
         e.set_stream_tiles(true);
+        e.poison_records().unwrap();
         let (got, route) = e.execute(&args).unwrap();
         assert!(route.kernels[0].ends_with("_st"), "{:?}", route.kernels);
         assert!(
@@ -811,6 +818,7 @@ fn two_launches_from_a_small_t_give_the_default_routes_bits() {
         e.set_two_launch_from(Some(1));
         let p = e.plan_for(op, t, h, false).unwrap().unwrap();
         assert!(p.split && p.cluster == 0, "{op} H={h} T={t}: {p:?}");
+        e.poison_records().unwrap();
         let (got, route) = e.execute(&args).unwrap();
         assert_eq!(route.kernels.len(), 2, "{:?}", route.kernels);
         assert_eq!(
@@ -877,6 +885,7 @@ fn the_tails_split_by_slices_gives_the_same_bits() {
                         }
                         for parts in [None, Some(2), Some(3), Some(8), Some(200)] {
                             e.set_tail_parts(parts);
+                            e.poison_records().unwrap();
                             let (got, route) = e.execute(&args).unwrap();
                             let k = route.kernels.join(",");
                             // Forced counts run as asked on the carried ops (the default's

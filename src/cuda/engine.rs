@@ -627,6 +627,22 @@ impl CudaEngine {
         self.dev.sync()
     }
 
+    /// Fills the fused kernels' records (the workspace the two-launch plans reduce through) with
+    /// NaN, for tests that compare two routes of one engine: a tiles launch that leaves a row's
+    /// record unwritten then shows in the outputs instead of passing on the record an earlier
+    /// call wrote. Waits for the stream first.
+    pub fn poison_records(&self) -> Result<()> {
+        self.sync()?;
+        let mut ws = self.ws.borrow_mut();
+        if let Some(b) = ws.rec_m.as_mut() {
+            b.poison()?;
+        }
+        if let Some(b) = ws.rec_ss.as_mut() {
+            b.poison()?;
+        }
+        Ok(())
+    }
+
     /// Allocates a zeroed device buffer.
     pub fn zeros<T: Elem>(&self, len: usize) -> Result<DeviceBuffer<T>> {
         DeviceBuffer::zeros(&self.dev.ctx, len)
