@@ -1,7 +1,8 @@
 // Microbenchmark: cycles per Sinkhorn half-pass of the gates' fast path on one warp (each lane
 // holds one token's 4x4 matrix in registers, as gates4 / gates4_quad do), for variants of the
-// sums' association and of the reciprocals. Not part of the library: it measures the cost model
-// behind PERF_NOTES attempt 77. Build and run on the GPU machine:
+// sums' association and of the reciprocals (PERF_NOTES attempt 77), and for the scaled form
+// (attempt 114): the matrix K kept fixed and only its row and column scales iterated, the result
+// formed once at the end. Not part of the library. Build and run on the GPU machine:
 //   nvcc -O3 -arch=sm_90 -o /tmp/skb scripts/micro/sinkhorn-pass.cu && /tmp/skb
 #include <cstdio>
 #include <cstdlib>
@@ -85,6 +86,57 @@ __global__ void bench(const float* in, float* out, int reps, long long* cyc, flo
   if (threadIdx.x == 0) *cyc = t1 - t0;
 }
 
+// The scaled form: C = diag(r) K diag(c). A row pass C /= rowsum(C) + eps is, on the scales,
+// q_i = sum_j K_ij c_j + eps q_i (q_i = 1 / r_i before the pass), r_i = 1 / q_i; a column pass
+// the same on the columns. The eps terms (eps q) are formed off the chain. V = 0: each sum an FFMA
+// chain from the eps term; V = 1: two FFMA pairs and an add.
+template <int V>
+__device__ __forceinline__ void scaled_half(const float k[16], bool rows, const float in[4], float out[4],
+                                            float e[4], float eps) {
+#pragma unroll
+  for (int a = 0; a < 4; ++a) {
+    const float* kk = k;  // element (a, b) of the sum: rows: k[4a + b]; columns: k[4b + a]
+    float q;
+    if (V == 0) {
+      q = e[a];
+#pragma unroll
+      for (int b = 0; b < 4; ++b) q = fmaf(rows ? kk[4 * a + b] : kk[4 * b + a], in[b], q);
+    } else {
+      const float t0 = fmaf(rows ? kk[4 * a + 1] : kk[4 + a], in[1], fmaf(rows ? kk[4 * a] : kk[a], in[0], e[a]));
+      const float t1 = fmaf(rows ? kk[4 * a + 3] : kk[12 + a], in[3], (rows ? kk[4 * a + 2] : kk[8 + a]) * in[2]);
+      q = t0 + t1;
+    }
+    out[a] = rcpa(q);
+    e[a] = eps * q;
+  }
+}
+template <int V>
+__global__ void bench_scaled(const float* in, float* out, int reps, long long* cyc, float eps) {
+  float c[16];
+  for (int i = 0; i < 16; ++i) c[i] = in[threadIdx.x * 16 + i];
+  __syncwarp();
+  long long t0 = clock64();
+  for (int r = 0; r < reps; ++r) {
+    float rs[4] = {1.0f, 1.0f, 1.0f, 1.0f}, cs[4], er[4] = {eps, eps, eps, eps}, ec[4] = {eps, eps, eps, eps};
+    scaled_half<V>(c, false, rs, cs, ec, eps);
+#pragma unroll 1
+    for (int it = 1; it < 20; ++it) {
+      scaled_half<V>(c, true, cs, rs, er, eps);
+      scaled_half<V>(c, false, rs, cs, ec, eps);
+    }
+#pragma unroll
+    for (int a = 0; a < 4; ++a)
+#pragma unroll
+      for (int b = 0; b < 4; ++b) c[4 * a + b] = c[4 * a + b] * (rs[a] * cs[b]);
+    if (r + 1 < reps)
+#pragma unroll
+      for (int i = 0; i < 16; ++i) c[i] = c[i] + (float)(i + 1) * 0.0625f;
+  }
+  long long t1 = clock64();
+  for (int i = 0; i < 16; ++i) out[threadIdx.x * 16 + i] = c[i];
+  if (threadIdx.x == 0) *cyc = t1 - t0;
+}
+
 // f64 Sinkhorn in the reference's order, for the error of each variant after one call.
 static void ref(double c[16], double eps) {
   for (int it = 0; it < 20; ++it) {
@@ -100,20 +152,25 @@ static void ref(double c[16], double eps) {
   }
 }
 
-template <int V>
+template <int V, bool SCALED = false>
+static void launch(float* d_in, float* d_out, int reps, long long* d_cyc, float eps) {
+  if (SCALED) bench_scaled<V><<<1, 32>>>(d_in, d_out, reps, d_cyc, eps);
+  else bench<V><<<1, 32>>>(d_in, d_out, reps, d_cyc, eps);
+}
+template <int V, bool SCALED = false>
 static void run(const char* name, float* d_in, float* d_out, long long* d_cyc, const float* h_in) {
   const int reps = 2000;
   const float eps = 1e-6f;
-  bench<V><<<1, 32>>>(d_in, d_out, 10, d_cyc, eps);  // warm-up
+  launch<V, SCALED>(d_in, d_out, 10, d_cyc, eps);  // warm-up
   long long best = -1;
   for (int k = 0; k < 5; ++k) {
-    bench<V><<<1, 32>>>(d_in, d_out, reps, d_cyc, eps);
+    launch<V, SCALED>(d_in, d_out, reps, d_cyc, eps);
     long long cyc;
     cudaMemcpy(&cyc, d_cyc, sizeof cyc, cudaMemcpyDeviceToHost);
     if (best < 0 || cyc < best) best = cyc;
   }
   // Accuracy: one call (reps = 1: no perturbation).
-  bench<V><<<1, 32>>>(d_in, d_out, 1, d_cyc, eps);
+  launch<V, SCALED>(d_in, d_out, 1, d_cyc, eps);
   float h_out[32 * 16];
   cudaMemcpy(h_out, d_out, sizeof h_out, cudaMemcpyDeviceToHost);
   double maxerr = 0;
@@ -149,5 +206,7 @@ int main() {
   run<3>("in order eps first, rcp of pairs", d_in, d_out, d_cyc, h_in);
   run<4>("tree sums, one rcp (attempt 74)", d_in, d_out, d_cyc, h_in);
   run<5>("in order eps first, 2 rcp + 2 Newton", d_in, d_out, d_cyc, h_in);
+  run<0, true>("scaled, FFMA chains (incl. end)", d_in, d_out, d_cyc, h_in);
+  run<1, true>("scaled, FFMA pairs (incl. end)", d_in, d_out, d_cyc, h_in);
   return 0;
 }

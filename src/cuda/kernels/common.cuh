@@ -247,8 +247,60 @@ __device__ __forceinline__ void sinkhorn4_pass(float c[16], bool rows, float eps
   }
 }
 
+// One half-pass of the scaled form (sinkhorn4_scaled): for each a, q = sum_b K(a, b) x[b] + e[a]
+// as an FFMA chain (K(a, b) = k[4a + b] for the rows, k[4b + a] for the columns), y[a] = 1 / q
+// (approximate reciprocal), and e[a] = eps q for the same half-pass of the next iteration.
+__device__ __forceinline__ void sinkhorn4_scaled_half(const float k[16], bool rows, const float x[4], float y[4],
+                                                      float e[4], float eps) {
+#pragma unroll
+  for (int a = 0; a < 4; ++a) {
+    float q = e[a];
+#pragma unroll
+    for (int b = 0; b < 4; ++b) q = fmaf(rows ? k[4 * a + b] : k[4 * b + a], x[b], q);
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y[a]) : "f"(q));
+    e[a] = eps * q;
+  }
+}
+
+// The fast path's passes (iters >= 1, every operand in range; see sinkhorn4) in the scaled form:
+// C = diag(r) K diag(c) with K, the softmax + eps, kept fixed. A row pass C /= rowsum(C) + eps is
+// r_a <- r_a / (r_a sum_b K_ab c_b + eps) = 1 / (sum_b K_ab c_b + eps / r_a), so with q_a = 1 / r_a
+// it is q_a <- sum_b K_ab c_b + eps q_a and r_a = 1 / q_a; a column pass the same on c. A
+// half-pass is then four FFMA chains of four and four reciprocals (24 instructions, against 36
+// for the matrix form), and C is formed once at the end. The same quantities as the matrix form
+// up to f32 rounding, which the normalization corrects from pass to pass as it does there.
+// The scales are not bounded by the normalization as the matrix's entries are, so the result is
+// tested: a scale that left the normal range stays at 0 or infinity for every later pass (its eps
+// term keeps it there), so `slow` is set unless every final scale is positive, normal and finite,
+// and the caller then recomputes with the IEEE functions.
+__device__ __forceinline__ void sinkhorn4_scaled(float c[16], int iters, float eps, bool& slow) {
+  float rs[4] = {1.0f, 1.0f, 1.0f, 1.0f}, cs[4];
+  float er[4] = {eps, eps, eps, eps}, ec[4] = {eps, eps, eps, eps};
+  sinkhorn4_scaled_half(c, false, rs, cs, ec, eps);
+#pragma unroll 1
+  for (int it = 1; it < iters; ++it) {
+    sinkhorn4_scaled_half(c, true, cs, rs, er, eps);
+    sinkhorn4_scaled_half(c, false, rs, cs, ec, eps);
+  }
+  bool ok = true;
+#pragma unroll
+  for (int a = 0; a < 4; ++a) {
+    ok = ok && (__float_as_uint(rs[a]) - 0x00800000u) < 0x7f000000u;
+    ok = ok && (__float_as_uint(cs[a]) - 0x00800000u) < 0x7f000000u;
+  }
+  slow |= !ok;
+#pragma unroll
+  for (int a = 0; a < 4; ++a)
+#pragma unroll
+    for (int b = 0; b < 4; ++b) c[4 * a + b] *= rs[a] * cs[b];
+}
+
 template <bool FAST, bool CHECK>
 __device__ __forceinline__ void sinkhorn4_passes(float c[16], int iters, float eps, bool& slow) {
+  if (FAST && !CHECK && iters >= 1) {
+    sinkhorn4_scaled(c, iters, eps, slow);
+    return;
+  }
   // The model's 20 iterations with the first (column-only) pass peeled; any other count in a
   // plain loop. (Fully unrolled, the kernels spill.)
   if (FAST && iters == 20) {
