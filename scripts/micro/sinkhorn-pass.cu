@@ -97,7 +97,7 @@ __device__ __forceinline__ void scaled_half(const float k[16], bool rows, const 
   for (int a = 0; a < 4; ++a) {
     const float* kk = k;  // element (a, b) of the sum: rows: k[4a + b]; columns: k[4b + a]
     float q;
-    if (V == 0) {
+    if (V != 1) {
       q = e[a];
 #pragma unroll
       for (int b = 0; b < 4; ++b) q = fmaf(rows ? kk[4 * a + b] : kk[4 * b + a], in[b], q);
@@ -106,9 +106,24 @@ __device__ __forceinline__ void scaled_half(const float k[16], bool rows, const 
       const float t1 = fmaf(rows ? kk[4 * a + 3] : kk[12 + a], in[3], (rows ? kk[4 * a + 2] : kk[8 + a]) * in[2]);
       q = t0 + t1;
     }
-    out[a] = rcpa(q);
+    if (V < 2) out[a] = rcpa(q);
+    else out[a] = q;  // V >= 2: the reciprocals below
     e[a] = eps * q;
   }
+  if (V == 2) {  // one reciprocal of the four sums' product; its range tracked in e[] slots below
+    const float q01 = out[0] * out[1], q23 = out[2] * out[3], r = rcpa(q01 * q23);
+    const float q0 = out[0], q1 = out[1], q2 = out[2], q3 = out[3];
+    out[0] = r * (q1 * q23); out[1] = r * (q0 * q23); out[2] = r * (q3 * q01); out[3] = r * (q2 * q01);
+  } else if (V == 3) {  // one reciprocal a pair of sums
+    const float r01 = rcpa(out[0] * out[1]), r23 = rcpa(out[2] * out[3]);
+    const float q0 = out[0], q1 = out[1], q2 = out[2], q3 = out[3];
+    out[0] = r01 * q1; out[1] = r01 * q0; out[2] = r23 * q3; out[3] = r23 * q2;
+  }
+}
+// The range of the sums tracked (min and max of the four, two FMNMX trees a half-pass).
+__device__ __forceinline__ void track(const float q[4], float& lo, float& hi) {
+  lo = fminf(lo, fminf(fminf(q[0], q[1]), fminf(q[2], q[3])));
+  hi = fmaxf(hi, fmaxf(fmaxf(q[0], q[1]), fmaxf(q[2], q[3])));
 }
 template <int V>
 __global__ void bench_scaled(const float* in, float* out, int reps, long long* cyc, float eps) {
@@ -119,11 +134,15 @@ __global__ void bench_scaled(const float* in, float* out, int reps, long long* c
   for (int r = 0; r < reps; ++r) {
     float rs[4] = {1.0f, 1.0f, 1.0f, 1.0f}, cs[4], er[4] = {eps, eps, eps, eps}, ec[4] = {eps, eps, eps, eps};
     scaled_half<V>(c, false, rs, cs, ec, eps);
+    float lo = 1.0f, hi = 1.0f;
 #pragma unroll 1
     for (int it = 1; it < 20; ++it) {
       scaled_half<V>(c, true, cs, rs, er, eps);
+      if (V >= 2) track(er, lo, hi);
       scaled_half<V>(c, false, rs, cs, ec, eps);
+      if (V >= 2) track(ec, lo, hi);
     }
+    if (V >= 2 && !(lo > 0x1p-60f && hi < 0x1p40f)) c[0] = -1.0f;
 #pragma unroll
     for (int a = 0; a < 4; ++a)
 #pragma unroll
@@ -208,5 +227,7 @@ int main() {
   run<5>("in order eps first, 2 rcp + 2 Newton", d_in, d_out, d_cyc, h_in);
   run<0, true>("scaled, FFMA chains (incl. end)", d_in, d_out, d_cyc, h_in);
   run<1, true>("scaled, FFMA pairs (incl. end)", d_in, d_out, d_cyc, h_in);
+  run<2, true>("scaled, one rcp + range (incl. end)", d_in, d_out, d_cyc, h_in);
+  run<3, true>("scaled, rcp of pairs + range", d_in, d_out, d_cyc, h_in);
   return 0;
 }
