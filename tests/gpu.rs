@@ -129,13 +129,14 @@ fn fused_every_op_every_t(h: usize) {
     }
 }
 
-/// The gates' fast reciprocals skip their range test when hc_eps is a normal number <= 1 and the
-/// logits are finite; other eps values take the checked path (and, out of range, the IEEE
-/// recomputation). Every one agrees with the CPU reference.
+/// The gates' fast path (the Sinkhorn in the scaled form, no range test a reciprocal) runs when
+/// hc_eps is in [2^-30, 1] and the logits are finite; other eps values take the checked path
+/// (and, out of range, the IEEE recomputation). Every one agrees with the CPU reference; 1e-9 is
+/// the fast path near its smallest eps.
 #[test]
 fn gates_agree_with_the_reference_for_any_eps() {
     gpu!(e, PathChoice::Auto);
-    for eps in [0.0f32, 1e-30, 1e-6, 0.5, 2.0] {
+    for eps in [0.0f32, 1e-30, 1e-9, 1e-6, 0.5, 2.0] {
         let mut c = cfg(4, 4096);
         c.hc_eps = eps;
         let cases: Vec<Case> = [Op::Seam, Op::Pre, Op::Gates]
@@ -159,7 +160,7 @@ fn gate_quads_give_the_tile_kernels_bits_for_any_eps() {
     if !has_clusters(&e) {
         return;
     }
-    for eps in [0.0f32, 1e-30, 1e-6, 0.5, 2.0] {
+    for eps in [0.0f32, 1e-30, 1e-9, 1e-6, 0.5, 2.0] {
         let mut c = cfg(4, 5120);
         c.hc_eps = eps;
         for (t, cl) in [(1, 16), (7, 16), (33, 16), (16, 12), (224, 16)] {

@@ -213,35 +213,28 @@ __device__ __forceinline__ float div_rn(float a, float b, bool& slow) {
   return fmaf(fmaf(-b, q, a), y, q);
 }
 
-// One Sinkhorn iteration after the first row pass: rows (when `rows`), then columns.
-// CHECK = false: the caller has shown every operand is in the fast path's range (see sinkhorn4):
-// the 39 dependent half-passes are the gates' critical path, so each one is short there: the sum
-// as a tree ((c0 + c1) + ((c2 + c3) + eps), three dependent adds instead of four) and the
-// hardware's approximate reciprocal (at most 1 ulp off) without the Newton step. Each step stays
-// within a few f32 ulps of the reference's, far inside SPEC section 8's 1e-5 (the normalization
-// corrects itself from pass to pass). Otherwise the reference's order and the correctly rounded
-// reciprocal.
-template <bool FAST, bool CHECK>
+// One Sinkhorn iteration after the first row pass in the matrix form of SPEC section 2: rows (when
+// `rows`), then columns, each sum in the reference's order and its correctly rounded reciprocal
+// (FAST: rcp_rn's fast sequence with its range test; otherwise the IEEE function). The checked
+// and IEEE paths; the fast path takes the scaled form (sinkhorn4_scaled).
+template <bool FAST>
 __device__ __forceinline__ float sk_factor(float c0, float c1, float c2, float c3, float eps, bool& slow) {
-  if (!FAST || CHECK) return rcp_rn<FAST>(((c0 + c1) + c2) + c3 + eps, slow);
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"((c0 + c1) + ((c2 + c3) + eps)));
-  return r;
+  return rcp_rn<FAST>(((c0 + c1) + c2) + c3 + eps, slow);
 }
 
-template <bool FAST, bool CHECK>
+template <bool FAST>
 __device__ __forceinline__ void sinkhorn4_pass(float c[16], bool rows, float eps, bool& slow) {
   if (rows) {
 #pragma unroll
     for (int a = 0; a < 4; ++a) {
-      float r = sk_factor<FAST, CHECK>(c[4 * a], c[4 * a + 1], c[4 * a + 2], c[4 * a + 3], eps, slow);
+      float r = sk_factor<FAST>(c[4 * a], c[4 * a + 1], c[4 * a + 2], c[4 * a + 3], eps, slow);
 #pragma unroll
       for (int b = 0; b < 4; ++b) c[4 * a + b] *= r;
     }
   }
 #pragma unroll
   for (int b = 0; b < 4; ++b) {
-    float r = sk_factor<FAST, CHECK>(c[b], c[4 + b], c[8 + b], c[12 + b], eps, slow);
+    float r = sk_factor<FAST>(c[b], c[4 + b], c[8 + b], c[12 + b], eps, slow);
 #pragma unroll
     for (int a = 0; a < 4; ++a) c[4 * a + b] *= r;
   }
@@ -262,17 +255,21 @@ __device__ __forceinline__ void sinkhorn4_scaled_half(const float k[16], bool ro
   }
 }
 
-// The fast path's passes (iters >= 1, every operand in range; see sinkhorn4) in the scaled form:
+// The fast path's passes (iters >= 1, finite logits, 2^-30 <= eps <= 1) in the scaled form:
 // C = diag(r) K diag(c) with K, the softmax + eps, kept fixed. A row pass C /= rowsum(C) + eps is
 // r_a <- r_a / (r_a sum_b K_ab c_b + eps) = 1 / (sum_b K_ab c_b + eps / r_a), so with q_a = 1 / r_a
 // it is q_a <- sum_b K_ab c_b + eps q_a and r_a = 1 / q_a; a column pass the same on c. A
 // half-pass is then four FFMA chains of four and four reciprocals (24 instructions, against 36
 // for the matrix form), and C is formed once at the end. The same quantities as the matrix form
 // up to f32 rounding, which the normalization corrects from pass to pass as it does there.
-// The scales are not bounded by the normalization as the matrix's entries are, so the result is
-// tested: a scale that left the normal range stays at 0 or infinity for every later pass (its eps
-// term keeps it there), so `slow` is set unless every final scale is positive, normal and finite,
-// and the caller then recomputes with the IEEE functions.
+// The matrix form's entries stay in [0, 1 + eps]; the scales are bounded only by eps: r_a c_b =
+// C_ab / K_ab <= (1 + eps) / eps, and a simulation of this loop (f32, random and adversarial
+// logits) kept every scale within [2^-11, 2^18] at eps = 1e-6 and within [2^-32, 2^98] at eps =
+// 1e-30. Hence the bound on eps (sinkhorn_eps_ok), far from the edges of f32's normal
+// range, and a test of the result as a backstop: a sum that overflows makes its scale 0 and keeps
+// it there (its eps term is infinite from then on), one that underflows makes its scale infinite
+// and the next sums infinite, so `slow` is set unless every final scale is positive, normal and
+// finite, and the caller then recomputes with the IEEE functions.
 __device__ __forceinline__ void sinkhorn4_scaled(float c[16], int iters, float eps, bool& slow) {
   float rs[4] = {1.0f, 1.0f, 1.0f, 1.0f}, cs[4];
   float er[4] = {eps, eps, eps, eps}, ec[4] = {eps, eps, eps, eps};
@@ -295,6 +292,10 @@ __device__ __forceinline__ void sinkhorn4_scaled(float c[16], int iters, float e
     for (int b = 0; b < 4; ++b) c[4 * a + b] *= rs[a] * cs[b];
 }
 
+// CHECK = false: the caller has shown every operand is in the fast path's range (see sinkhorn4):
+// the 39 dependent half-passes are the gates' critical path, so they take the scaled form, with
+// the approximate reciprocal (at most 1 ulp off) and no range test a reciprocal. Otherwise the
+// matrix form with the correctly rounded reciprocal (and its range test).
 template <bool FAST, bool CHECK>
 __device__ __forceinline__ void sinkhorn4_passes(float c[16], int iters, float eps, bool& slow) {
   if (FAST && !CHECK && iters >= 1) {
@@ -304,11 +305,11 @@ __device__ __forceinline__ void sinkhorn4_passes(float c[16], int iters, float e
   // The model's 20 iterations with the first (column-only) pass peeled; any other count in a
   // plain loop. (Fully unrolled, the kernels spill.)
   if (FAST && iters == 20) {
-    sinkhorn4_pass<FAST, CHECK>(c, false, eps, slow);
+    sinkhorn4_pass<FAST>(c, false, eps, slow);
 #pragma unroll 1
-    for (int it = 1; it < 20; it += 1) sinkhorn4_pass<FAST, CHECK>(c, true, eps, slow);
+    for (int it = 1; it < 20; it += 1) sinkhorn4_pass<FAST>(c, true, eps, slow);
   } else {
-    for (int it = 0; it < iters; ++it) sinkhorn4_pass<FAST, CHECK>(c, it > 0, eps, slow);
+    for (int it = 0; it < iters; ++it) sinkhorn4_pass<FAST>(c, it > 0, eps, slow);
   }
 }
 
@@ -322,18 +323,19 @@ __device__ __forceinline__ void softmax4_eps(float c[4], float eps, bool& slow) 
 #pragma unroll
   for (int b = 0; b < 4; ++b) c[b] = __fadd_rn(div_rn<FAST>(c[b], s, slow), eps);
 }
-// Whether eps keeps every reciprocal of the passes in the fast path's range (with finite logits).
-__device__ __forceinline__ bool sinkhorn_eps_ok(float eps) { return eps >= 0x1p-120f && eps <= 1.0f; }
+// Whether eps allows the fast path's passes (with finite logits): the softmax's reciprocals stay
+// in range for any normal eps <= 1, the scaled form's scales for eps >= 2^-30 (sinkhorn4_scaled).
+__device__ __forceinline__ bool sinkhorn_eps_ok(float eps) { return eps >= 0x1p-30f && eps <= 1.0f; }
 
 // Sinkhorn of SPEC section 2 on one token's 4x4 logits held in registers: row softmax + eps,
 // a column pass, then (iters - 1) row and column passes. Division by a row or column sum is a
 // multiplication by its reciprocal (sk_factor: correctly rounded, within one f32 ulp of the
-// division, or where every operand is in range the approximate one).
+// division), or where every operand is in range the scaled form (sinkhorn4_scaled).
 template <bool FAST>
 __device__ __forceinline__ void sinkhorn4(float c[16], int iters, float eps, bool& slow) {
-  // With finite logits, every sum below is (terms in [0, 1 + eps]) + eps, so it lies in
-  // [eps, 4 + 5 eps], and the softmax denominators in [1, 4]: for a normal eps <= 1 no
-  // reciprocal can leave the fast path's range, and the passes skip the per-reciprocal test.
+  // With finite logits the softmax denominators lie in [1, 4], and for eps in sinkhorn_eps_ok's
+  // range the scaled form's scales stay far inside f32's (its own test is the backstop): the
+  // passes skip the per-reciprocal test.
   bool safe = FAST && sinkhorn_eps_ok(eps);
 #pragma unroll
   for (int i = 0; i < 16; ++i) safe = safe && isfinite(c[i]);
