@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Markdown tables for BENCHMARKS.md from `mhc bench --json` files.
 
-    scripts/bench-tables.py seam bench/results/seam-h5120-h200.json
+    scripts/bench-tables.py seam bench/results/seam-h5120-h200.json [OP]  # OP: seam (default), seam_v4, ...
     scripts/bench-tables.py projection bench/results/projection-h200.json
     scripts/bench-tables.py seamab DIR BASE [OP]  # the seamab step's files in DIR, against binary BASE
     scripts/bench-tables.py projtune DIR [PLAN...]  # the projtune step's files in DIR, against "auto"
@@ -21,12 +21,12 @@ def node(rows):
     return None
 
 
-def seam(path):
+def seam(path, op="seam"):
     rows = json.load(open(path))
     nd = node(rows)
     by = {}
     for r in rows:
-        if r.get("op", "seam") == "seam":
+        if r.get("op", "seam") == op:
             by[(r["tokens"], r["path"], r["mode"], r.get("pdl", False))] = r
     if nd is not None:
         print(f"One graph node (empty kernel, one block, PDL on): {nd:.2f} us.\n")
