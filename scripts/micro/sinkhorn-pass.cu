@@ -107,7 +107,8 @@ __device__ __forceinline__ void scaled_half(const float k[16], bool rows, const 
       q = t0 + t1;
     }
     if (V < 2) out[a] = rcpa(q);
-    else out[a] = q;  // V >= 2: the reciprocals below
+    else if (V == 4 || V == 5) out[a] = a < (V == 4 ? 2 : 3) ? rcpa(q) : rcpn(q);  // some by Newton
+    else out[a] = q;  // V = 2, 3: the reciprocals below
     e[a] = eps * q;
   }
   if (V == 2) {  // one reciprocal of the four sums' product; its range tracked in e[] slots below
@@ -138,11 +139,11 @@ __global__ void bench_scaled(const float* in, float* out, int reps, long long* c
 #pragma unroll 1
     for (int it = 1; it < 20; ++it) {
       scaled_half<V>(c, true, cs, rs, er, eps);
-      if (V >= 2) track(er, lo, hi);
+      if (V == 2 || V == 3) track(er, lo, hi);
       scaled_half<V>(c, false, rs, cs, ec, eps);
-      if (V >= 2) track(ec, lo, hi);
+      if (V == 2 || V == 3) track(ec, lo, hi);
     }
-    if (V >= 2 && !(lo > 0x1p-60f && hi < 0x1p40f)) c[0] = -1.0f;
+    if ((V == 2 || V == 3) && !(lo > 0x1p-60f && hi < 0x1p40f)) c[0] = -1.0f;
 #pragma unroll
     for (int a = 0; a < 4; ++a)
 #pragma unroll
@@ -229,5 +230,7 @@ int main() {
   run<1, true>("scaled, FFMA pairs (incl. end)", d_in, d_out, d_cyc, h_in);
   run<2, true>("scaled, one rcp + range (incl. end)", d_in, d_out, d_cyc, h_in);
   run<3, true>("scaled, rcp of pairs + range", d_in, d_out, d_cyc, h_in);
+  run<4, true>("scaled, 2 rcp + 2 Newton", d_in, d_out, d_cyc, h_in);
+  run<5, true>("scaled, 3 rcp + 1 Newton", d_in, d_out, d_cyc, h_in);
   return 0;
 }
