@@ -263,13 +263,15 @@ __device__ __forceinline__ void sinkhorn4_scaled_half(const float k[16], bool ro
 // for the matrix form), and C is formed once at the end. The same quantities as the matrix form
 // up to f32 rounding, which the normalization corrects from pass to pass as it does there.
 // The matrix form's entries stay in [0, 1 + eps]; the scales are bounded only by eps: r_a c_b =
-// C_ab / K_ab <= (1 + eps) / eps, and a simulation of this loop (f32, random and adversarial
-// logits) kept every scale within [2^-11, 2^18] at eps = 1e-6 and within [2^-32, 2^98] at eps =
-// 1e-30. Hence the bound on eps (sinkhorn_eps_ok), far from the edges of f32's normal
-// range, and a test of the result as a backstop: a sum that overflows makes its scale 0 and keeps
-// it there (its eps term is infinite from then on), one that underflows makes its scale infinite
-// and the next sums infinite, so `slow` is set unless every final scale is positive, normal and
-// finite, and the caller then recomputes with the IEEE functions.
+// C_ab / K_ab <= (1 + eps) / eps. The CPU model of this loop (reference::gates::
+// sinkhorn_scaled_model) keeps every scale within [2^-18, 2^28] at eps = 2^-30 and within
+// [2^-12, 2^18] at eps = 1e-6 for random and adversarial logits (its unit test asserts [2^-40,
+// 2^40] and 1e-6 from the f64 passes), but near [2^-32, 2^98] at eps = 1e-30. Hence the bound on
+// eps (sinkhorn_eps_ok), far from the edges of f32's normal range, and a test of the result as a
+// backstop: a sum that overflows to infinity leaves its scale at 0 from then on (its eps term
+// stays infinite), one that underflows makes its scale infinite and the next sums infinite or NaN,
+// so `slow` is set unless every final scale is positive, normal and finite, and the caller then
+// recomputes with the IEEE functions.
 __device__ __forceinline__ void sinkhorn4_scaled(float c[16], int iters, float eps, bool& slow) {
   float rs[4] = {1.0f, 1.0f, 1.0f, 1.0f}, cs[4];
   float er[4] = {eps, eps, eps, eps}, ec[4] = {eps, eps, eps, eps};
