@@ -87,6 +87,21 @@ pub fn gates_from_mixes(
 /// Step 7 in place on the logits `c` `[n,n]`: row softmax + eps, a column pass, then
 /// (iters - 1) row and column passes. `c[a*n + b]`: row a = input stream, column b = output.
 pub fn sinkhorn(n: usize, iters: usize, eps: f32, c: &mut [f32]) {
+    softmax_eps(n, eps, c);
+    col_pass(n, eps, c);
+    for _ in 1..iters {
+        for row in c.chunks_mut(n) {
+            let s: f32 = row.iter().sum::<f32>() + eps;
+            for v in row.iter_mut() {
+                *v /= s;
+            }
+        }
+        col_pass(n, eps, c);
+    }
+}
+
+/// The Sinkhorn's start on the logits `c` `[n,n]`: each row's softmax (max-subtracted), + eps.
+pub fn softmax_eps(n: usize, eps: f32, c: &mut [f32]) {
     for row in c.chunks_mut(n) {
         let mx = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         let mut s = 0f32;
@@ -97,16 +112,6 @@ pub fn sinkhorn(n: usize, iters: usize, eps: f32, c: &mut [f32]) {
         for v in row.iter_mut() {
             *v = *v / s + eps;
         }
-    }
-    col_pass(n, eps, c);
-    for _ in 1..iters {
-        for row in c.chunks_mut(n) {
-            let s: f32 = row.iter().sum::<f32>() + eps;
-            for v in row.iter_mut() {
-                *v /= s;
-            }
-        }
-        col_pass(n, eps, c);
     }
 }
 
@@ -308,30 +313,10 @@ mod tests {
                     }
                 }
                 // The softmax + eps as `sinkhorn` forms it, then the passes both ways.
-                let mut k = [0f32; 16];
-                for a in 0..4 {
-                    let row = &l[4 * a..4 * a + 4];
-                    let mx = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                    let e: Vec<f32> = row.iter().map(|v| (v - mx).exp()).collect();
-                    let s: f32 = e.iter().sum();
-                    for b in 0..4 {
-                        k[4 * a + b] = e[b] / s + eps;
-                    }
-                }
+                let mut k = l;
+                softmax_eps(4, eps, &mut k);
                 let mut c64: Vec<f64> = k.iter().map(|&v| v as f64).collect();
-                let e64 = eps as f64;
-                for it in 0..20 {
-                    if it > 0 {
-                        for a in 0..4 {
-                            let s: f64 = c64[4 * a..4 * a + 4].iter().sum::<f64>() + e64;
-                            c64[4 * a..4 * a + 4].iter_mut().for_each(|v| *v /= s);
-                        }
-                    }
-                    for b in 0..4 {
-                        let s: f64 = (0..4).map(|a| c64[4 * a + b]).sum::<f64>() + e64;
-                        (0..4).for_each(|a| c64[4 * a + b] /= s);
-                    }
-                }
+                crate::reference::oracle::sinkhorn_passes(4, 20, eps as f64, &mut c64);
                 let (l0, h0) = sinkhorn_scaled_model(20, eps, &mut k);
                 lo = lo.min(l0);
                 hi = hi.max(h0);

@@ -107,6 +107,29 @@ fn mixes(xs: &[f64], fn_: &[f64], mixes: usize, eps: f64) -> Vec<f64> {
         .collect()
 }
 
+/// The Sinkhorn's passes of SPEC section 2 in f64 on `c` `[n,n]` (after the softmax + eps): a
+/// column pass, then (iters - 1) row and column passes.
+pub fn sinkhorn_passes(n: usize, iters: usize, eps: f64, c: &mut [f64]) {
+    let colnorm = |c: &mut [f64]| {
+        for b in 0..n {
+            let s: f64 = (0..n).map(|a| c[a * n + b]).sum::<f64>() + eps;
+            for a in 0..n {
+                c[a * n + b] /= s;
+            }
+        }
+    };
+    colnorm(c);
+    for _ in 1..iters {
+        for a in 0..n {
+            let s: f64 = c[a * n..(a + 1) * n].iter().sum::<f64>() + eps;
+            for v in &mut c[a * n..(a + 1) * n] {
+                *v /= s;
+            }
+        }
+        colnorm(c);
+    }
+}
+
 fn gates_from_m(cfg: &Config, m: &[f64], scale: &[f32], base: &[f32], g: &mut GatesF64) {
     let n = cfg.n;
     let eps = cfg.hc_eps as f64;
@@ -127,24 +150,7 @@ fn gates_from_m(cfg: &Config, m: &[f64], scale: &[f32], base: &[f32], g: &mut Ga
             *v = (*v - mx).exp() / s + eps;
         }
     }
-    let colnorm = |c: &mut Vec<f64>| {
-        for b in 0..n {
-            let s: f64 = (0..n).map(|a| c[a * n + b]).sum::<f64>() + eps;
-            for a in 0..n {
-                c[a * n + b] /= s;
-            }
-        }
-    };
-    colnorm(&mut c);
-    for _ in 1..cfg.sinkhorn_iters {
-        for a in 0..n {
-            let s: f64 = c[a * n..(a + 1) * n].iter().sum::<f64>() + eps;
-            for v in &mut c[a * n..(a + 1) * n] {
-                *v /= s;
-            }
-        }
-        colnorm(&mut c);
-    }
+    sinkhorn_passes(n, cfg.sinkhorn_iters, eps, &mut c);
     g.comb.extend(c);
 }
 
