@@ -66,24 +66,12 @@ __device__ __forceinline__ void pass(float c[16], bool rows, float eps) {
     for (int b = 0; b < 4; ++b) c[4 * a + b] *= f[b];
 }
 
+// One Sinkhorn of the matrix form (the first pass column-only).
 template <int V>
-__global__ void bench(const float* in, float* out, int reps, long long* cyc, float eps) {
-  float c[16];
-  for (int i = 0; i < 16; ++i) c[i] = in[threadIdx.x * 16 + i];
-  __syncwarp();
-  long long t0 = clock64();
-  for (int r = 0; r < reps; ++r) {
-    pass<V>(c, false, eps);
+__device__ __forceinline__ void sinkhorn_matrix(float c[16], float eps) {
+  pass<V>(c, false, eps);
 #pragma unroll 1
-    for (int it = 1; it < 20; ++it) pass<V>(c, true, eps);
-    // Perturb so the next repetition starts away from the fixed point (a dependent chain).
-    if (r + 1 < reps)
-#pragma unroll
-      for (int i = 0; i < 16; ++i) c[i] = c[i] + (float)(i + 1) * 0.0625f;
-  }
-  long long t1 = clock64();
-  for (int i = 0; i < 16; ++i) out[threadIdx.x * 16 + i] = c[i];
-  if (threadIdx.x == 0) *cyc = t1 - t0;
+  for (int it = 1; it < 20; ++it) pass<V>(c, true, eps);
 }
 
 // The scaled form: C = diag(r) K diag(c). A row pass C /= rowsum(C) + eps is, on the scales,
@@ -94,16 +82,15 @@ template <int V>
 __device__ __forceinline__ void scaled_half(const float k[16], bool rows, const float in[4], float out[4],
                                             float e[4], float eps) {
 #pragma unroll
-  for (int a = 0; a < 4; ++a) {
-    const float* kk = k;  // element (a, b) of the sum: rows: k[4a + b]; columns: k[4b + a]
+  for (int a = 0; a < 4; ++a) {  // element (a, b) of the sum: rows: k[4a + b]; columns: k[4b + a]
     float q;
     if (V != 1) {
       q = e[a];
 #pragma unroll
-      for (int b = 0; b < 4; ++b) q = fmaf(rows ? kk[4 * a + b] : kk[4 * b + a], in[b], q);
+      for (int b = 0; b < 4; ++b) q = fmaf(rows ? k[4 * a + b] : k[4 * b + a], in[b], q);
     } else {
-      const float t0 = fmaf(rows ? kk[4 * a + 1] : kk[4 + a], in[1], fmaf(rows ? kk[4 * a] : kk[a], in[0], e[a]));
-      const float t1 = fmaf(rows ? kk[4 * a + 3] : kk[12 + a], in[3], (rows ? kk[4 * a + 2] : kk[8 + a]) * in[2]);
+      const float t0 = fmaf(rows ? k[4 * a + 1] : k[4 + a], in[1], fmaf(rows ? k[4 * a] : k[a], in[0], e[a]));
+      const float t1 = fmaf(rows ? k[4 * a + 3] : k[12 + a], in[3], (rows ? k[4 * a + 2] : k[8 + a]) * in[2]);
       q = t0 + t1;
     }
     if (V < 2) out[a] = rcpa(q);
@@ -126,28 +113,37 @@ __device__ __forceinline__ void track(const float q[4], float& lo, float& hi) {
   lo = fminf(lo, fminf(fminf(q[0], q[1]), fminf(q[2], q[3])));
   hi = fmaxf(hi, fmaxf(fmaxf(q[0], q[1]), fmaxf(q[2], q[3])));
 }
+// One Sinkhorn of the scaled form, C formed at the end.
 template <int V>
-__global__ void bench_scaled(const float* in, float* out, int reps, long long* cyc, float eps) {
+__device__ __forceinline__ void sinkhorn_scaled(float c[16], float eps) {
+  float rs[4] = {1.0f, 1.0f, 1.0f, 1.0f}, cs[4], er[4] = {eps, eps, eps, eps}, ec[4] = {eps, eps, eps, eps};
+  scaled_half<V>(c, false, rs, cs, ec, eps);
+  float lo = 1.0f, hi = 1.0f;
+#pragma unroll 1
+  for (int it = 1; it < 20; ++it) {
+    scaled_half<V>(c, true, cs, rs, er, eps);
+    if (V == 2 || V == 3) track(er, lo, hi);
+    scaled_half<V>(c, false, rs, cs, ec, eps);
+    if (V == 2 || V == 3) track(ec, lo, hi);
+  }
+  if ((V == 2 || V == 3) && !(lo > 0x1p-60f && hi < 0x1p40f)) c[0] = -1.0f;
+#pragma unroll
+  for (int a = 0; a < 4; ++a)
+#pragma unroll
+    for (int b = 0; b < 4; ++b) c[4 * a + b] = c[4 * a + b] * (rs[a] * cs[b]);
+}
+
+// reps dependent Sinkhorns of one lane's matrix, timed by clock64.
+template <int V, bool SCALED>
+__global__ void bench(const float* in, float* out, int reps, long long* cyc, float eps) {
   float c[16];
   for (int i = 0; i < 16; ++i) c[i] = in[threadIdx.x * 16 + i];
   __syncwarp();
   long long t0 = clock64();
   for (int r = 0; r < reps; ++r) {
-    float rs[4] = {1.0f, 1.0f, 1.0f, 1.0f}, cs[4], er[4] = {eps, eps, eps, eps}, ec[4] = {eps, eps, eps, eps};
-    scaled_half<V>(c, false, rs, cs, ec, eps);
-    float lo = 1.0f, hi = 1.0f;
-#pragma unroll 1
-    for (int it = 1; it < 20; ++it) {
-      scaled_half<V>(c, true, cs, rs, er, eps);
-      if (V == 2 || V == 3) track(er, lo, hi);
-      scaled_half<V>(c, false, rs, cs, ec, eps);
-      if (V == 2 || V == 3) track(ec, lo, hi);
-    }
-    if ((V == 2 || V == 3) && !(lo > 0x1p-60f && hi < 0x1p40f)) c[0] = -1.0f;
-#pragma unroll
-    for (int a = 0; a < 4; ++a)
-#pragma unroll
-      for (int b = 0; b < 4; ++b) c[4 * a + b] = c[4 * a + b] * (rs[a] * cs[b]);
+    if (SCALED) sinkhorn_scaled<V>(c, eps);
+    else sinkhorn_matrix<V>(c, eps);
+    // Perturb so the next repetition starts away from the fixed point (a dependent chain).
     if (r + 1 < reps)
 #pragma unroll
       for (int i = 0; i < 16; ++i) c[i] = c[i] + (float)(i + 1) * 0.0625f;
@@ -173,24 +169,19 @@ static void ref(double c[16], double eps) {
 }
 
 template <int V, bool SCALED = false>
-static void launch(float* d_in, float* d_out, int reps, long long* d_cyc, float eps) {
-  if (SCALED) bench_scaled<V><<<1, 32>>>(d_in, d_out, reps, d_cyc, eps);
-  else bench<V><<<1, 32>>>(d_in, d_out, reps, d_cyc, eps);
-}
-template <int V, bool SCALED = false>
 static void run(const char* name, float* d_in, float* d_out, long long* d_cyc, const float* h_in) {
   const int reps = 2000;
   const float eps = 1e-6f;
-  launch<V, SCALED>(d_in, d_out, 10, d_cyc, eps);  // warm-up
+  bench<V, SCALED><<<1, 32>>>(d_in, d_out, 10, d_cyc, eps);  // warm-up
   long long best = -1;
   for (int k = 0; k < 5; ++k) {
-    launch<V, SCALED>(d_in, d_out, reps, d_cyc, eps);
+    bench<V, SCALED><<<1, 32>>>(d_in, d_out, reps, d_cyc, eps);
     long long cyc;
     cudaMemcpy(&cyc, d_cyc, sizeof cyc, cudaMemcpyDeviceToHost);
     if (best < 0 || cyc < best) best = cyc;
   }
   // Accuracy: one call (reps = 1: no perturbation).
-  launch<V, SCALED>(d_in, d_out, 1, d_cyc, eps);
+  bench<V, SCALED><<<1, 32>>>(d_in, d_out, 1, d_cyc, eps);
   float h_out[32 * 16];
   cudaMemcpy(h_out, d_out, sizeof h_out, cudaMemcpyDeviceToHost);
   double maxerr = 0;
