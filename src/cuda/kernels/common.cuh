@@ -93,31 +93,18 @@ __device__ __forceinline__ double ld_cg_f64(const double* p) { return __ldcg(p);
 // L2 eviction priorities (sm_80+): a policy register from `createpolicy`, used by the accesses
 // below. The large-T seam parks its collapse in layer_input for the tails launch's RMSNorm: the
 // park is stored evict_last, so that it stays in L2 among the streams of x, r and r' (read or
-// written once) until the tails read it back evict_first and overwrite it with the layer input.
+// written once) until the tails read it back and overwrite it with the layer input (their reads
+// with an evict_first hint measured the same as without it: PERF_NOTES.md attempt 117).
 // Volatile: created where used, not held in a register across a tile.
 __device__ __forceinline__ unsigned long long l2_evict_last() {
   unsigned long long pol;
   asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
   return pol;
 }
-__device__ __forceinline__ unsigned long long l2_evict_first() {
-  unsigned long long pol;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-  return pol;
-}
 __device__ __forceinline__ void st_hint4(void* ptr, uint4 v, unsigned long long pol) {
   asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(ptr), "r"(v.x), "r"(v.y),
                "r"(v.z), "r"(v.w), "l"(pol)
                : "memory");
-}
-// Through L2 only, as ld_cg4. Volatile (the issue order kept), no memory clobber: the caller
-// reads each address before it stores there.
-__device__ __forceinline__ uint4 ld_cg4_hint(const void* ptr, unsigned long long pol) {
-  uint4 v;
-  asm volatile("ld.global.cg.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(ptr), "l"(pol));
-  return v;
 }
 
 // acc + c * v fused, one rounding (IEEE fma): post_map and the collapse (SPEC sections 3 and 4)

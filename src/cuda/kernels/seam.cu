@@ -1053,24 +1053,20 @@ __device__ void finish_tile(const FusedParams& p, int tile, int part, int parts,
         const float4* wp = (const float4*)(p.norm_w + 8 * (vok ? v : 0));
         const float4 w0 = __ldg(wp), w1 = __ldg(wp + 1);
         const float w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-        // Rows whose loads are in flight together: 8 for one block a tile; 4 in the split tails,
-        // where 2, 8 and 16 were slower on the H200, and so was every thread of the block
-        // taking (row, vector) pairs (PERF_NOTES.md, attempts 64-66).
-        constexpr int RB = SPLIT ? 4 : 8;
+        // Rows whose loads are in flight together: 8. In the split tails 4 and 16 measured
+        // slower on the H200 with today's code (PERF_NOTES.md attempt 117: 4, attempt 65's
+        // choice, by 1-2.5 % at most T, 16 by 1-14 %), and so was every thread of the block
+        // taking (row, vector) pairs (attempt 66).
+        constexpr int RB = 8;
         for (int rb = 0; rb < rows; rb += RB) {
           uint4 cv[RB];
           // The entry seam's layer input before the norm is x itself.
           const bf16_t* src = (NIN == 1 ? p.x : p.layer_input) + (size_t)(row0 + rb) * p.H + 8 * v;
-          const unsigned long long ef = SPLIT ? l2_evict_first() : 0ull;
 #pragma unroll
           for (int r = 0; r < RB; ++r) {
             const bool ok = vok && rb + r < rows;
             const bf16_t* at = src + (size_t)r * p.H;
-            // The split tails read the park evict_first: it is overwritten below and read no more.
-            cv[r] = !ok ? make_uint4(0, 0, 0, 0)
-                    : NIN == 1 ? __ldg((const uint4*)at)
-                    : SPLIT ? ld_cg4_hint(at, ef)
-                            : ld_cg4(at);
+            cv[r] = !ok ? make_uint4(0, 0, 0, 0) : NIN == 1 ? __ldg((const uint4*)at) : ld_cg4(at);
           }
 #pragma unroll
           for (int r = 0; r < RB; ++r) {
