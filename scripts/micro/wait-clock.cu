@@ -7,11 +7,11 @@
 //   nvcc -O3 -arch=sm_90 -o /tmp/wck scripts/micro/wait-clock.cu && /tmp/wck
 //
 // Kernel `primary` (one block a multiprocessor on half of them) triggers its dependents at once,
-// then keeps its SMs busy for SPIN_NS of globaltimer. Kernel `secondary` (launched with the
+// then keeps its SMs busy for `ns` of globaltimer. Kernel `secondary` (launched with the
 // programmatic-stream-serialization attribute, one block on each of the other SMs) stamps
-// (globaltimer, clock64) at its start, after `griddepcontrol.wait`, and after a busy loop of
-// SPIN_NS; the ratio of clock64 to globaltimer over the wait and over the busy loop is printed
-// (median over blocks), for a chain of several pairs.
+// (globaltimer, clock64) at its start, after `griddepcontrol.wait`, and after a busy loop of the
+// same length; the ratio of clock64 to globaltimer over the wait and over the busy loop is
+// printed (median over blocks), three pairs for each of ns = 5, 20 and 50 us.
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
