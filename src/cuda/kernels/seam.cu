@@ -1053,10 +1053,10 @@ __device__ void finish_tile(const FusedParams& p, int tile, int part, int parts,
         const float4* wp = (const float4*)(p.norm_w + 8 * (vok ? v : 0));
         const float4 w0 = __ldg(wp), w1 = __ldg(wp + 1);
         const float w[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-        // Rows whose loads are in flight together: 8. In the split tails 4 and 16 measured
-        // slower on the H200 with today's code (PERF_NOTES.md attempt 117: 4, attempt 65's
-        // choice, by 1-2.5 % at most T, 16 by 1-14 %), and so was every thread of the block
-        // taking (row, vector) pairs (attempt 66).
+        // Rows whose loads are in flight together: 8. In the split tails, on the H200 with
+        // today's code, 8 beat 4 (attempt 65's choice) by 0.5-2.5 % at 13 of 19 points and lost
+        // 1.0-1.4 % at H = 5120, T = 512; 16 lost 1-14 % (PERF_NOTES.md attempt 117); every
+        // thread of the block taking (row, vector) pairs lost too (attempt 66).
         constexpr int RB = 8;
         for (int rb = 0; rb < rows; rb += RB) {
           uint4 cv[RB];
