@@ -638,7 +638,10 @@ pub struct TimelineRow {
     pub tail_us: Vec<f64>,
     /// Smallest step between distinct stamps seen (the global timer's resolution, at most).
     pub timer_step_ns: f64,
-    /// The multiprocessors' clock while the seams ran (cycle counter over global timer, GHz).
+    /// The finishing block's cycle counter over the global timer from its start stamp to its
+    /// norm-pass stamp (GHz), the median over the chain's seams. Not always the SM clock: it read
+    /// 1.87-1.90 in the small-T cluster kernels while nvidia-smi held 1980 MHz (PERF_NOTES.md
+    /// attempt 116, unexplained).
     pub sm_ghz: f64,
     /// Per launch of the seam (one, or the tiles launch and the tails launch), per stamp of
     /// LAUNCH_STAMPS: the first, median and latest block's time (medians over the chain's seams).
