@@ -160,9 +160,10 @@ fi
 if want timeline; then
   # Where a seam's time goes: stamps of the instrumented kernels inside the replayed chain. TL_BIN:
   # other binaries as well (A/B variants; timeline-<name>.json beside this bundle's timeline.json).
+  # TL_RAW=1: every block's stamps as well, under raw-<name>/ (MHC_TIMELINE_RAW).
   for bin in $B/mhc ${TL_BIN:-}; do
     name=timeline$([ "$bin" = $B/mhc ] || echo "-$(basename "$bin")")
-    TAIL=40 step $name $bin bench --backend cuda --hidden ${TL_H:-5120} --timeline --tokens ${TL_T:-1,4,16,64,128,512,2048} --json "$OUT/$name.json"
+    TAIL=40 step $name env ${TL_RAW:+MHC_TIMELINE_RAW=$OUT/raw-$name} $bin bench --backend cuda --hidden ${TL_H:-5120} --timeline --tokens ${TL_T:-1,4,16,64,128,512,2048} --json "$OUT/$name.json"
   done
 fi
 if want projtune; then

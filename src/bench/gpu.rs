@@ -752,12 +752,59 @@ pub fn seam_timeline(
                     log.len()
                 )));
             }
+            if let Some(dir) = std::env::var_os("MHC_TIMELINE_RAW") {
+                write_raw_timeline(std::path::Path::new(&dir), cfg, t, pdl, &plan, &log, &st)?;
+            }
             out.push(analyse(cfg, t, pdl, &log, &st, seams));
         }
     }
     e.set_path(saved);
     e.set_pdl(saved_pdl);
     Ok(out)
+}
+
+/// Slot of a block's stamp row that holds its multiprocessor's index + 1, not a time
+/// (kernels/common.cuh, `TL_SMID`).
+const SMID_SLOT: usize = 19;
+
+/// `MHC_TIMELINE_RAW=dir`: every block's stamps of one timeline replay, as
+/// `dir/timeline-raw-h{H}-t{T}-pdl{0|1}.json` (ns of the global timer, 0 where not stamped; slot
+/// 19 the SM's index + 1), with the plan's groups (`nrec`, gridDim.x of the tiles launch) so that a
+/// block's group and row of the grid can be recovered. For diagnostics; `analyse` reads the same
+/// stamps.
+fn write_raw_timeline(
+    dir: &std::path::Path,
+    cfg: &Config,
+    t: usize,
+    pdl: bool,
+    plan: &crate::cuda::plan::SeamPlan,
+    log: &[crate::cuda::TimelineLaunch],
+    st: &[u64],
+) -> Result<()> {
+    use crate::cuda::TIMELINE_SLOTS as S;
+    let launches: Vec<serde_json::Value> = log
+        .iter()
+        .map(|l| {
+            let blocks: Vec<Vec<u64>> = (0..l.blocks)
+                .map(|b| (0..S).map(|k| st[l.offset + (b * S + k) * 2]).collect())
+                .collect();
+            serde_json::json!({ "kernel": l.kernel, "blocks": blocks })
+        })
+        .collect();
+    let v = serde_json::json!({
+        "hidden": cfg.hidden, "tokens": t, "pdl": pdl, "nrec": plan.nrec, "grid_y": plan.grid_y,
+        "tiles": plan.tiles, "smid_slot": SMID_SLOT, "launches": launches,
+    });
+    let path = dir.join(format!(
+        "timeline-raw-h{}-t{t}-pdl{}.json",
+        cfg.hidden, pdl as u8
+    ));
+    std::fs::create_dir_all(dir)
+        .and_then(|_| std::fs::write(&path, v.to_string()))
+        .map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })
 }
 
 /// Captures what `enqueue` launches into a graph with a stamp buffer of `cap` u64 elements
@@ -819,7 +866,11 @@ fn analyse(
         let mut end = 0;
         for l in ls {
             for b in 0..l.blocks {
-                let mut stamps: Vec<u64> = (0..S).map(|k| gt(l, b, k)).filter(|&v| v > 0).collect();
+                let mut stamps: Vec<u64> = (0..S)
+                    .filter(|&k| k != SMID_SLOT)
+                    .map(|k| gt(l, b, k))
+                    .filter(|&v| v > 0)
+                    .collect();
                 end = end.max(stamps.iter().copied().max().unwrap_or(0));
                 stamps.sort();
                 for w in stamps.windows(2) {

@@ -39,12 +39,25 @@ __device__ __forceinline__ void tl_stamp(u64* tl, int slot) {
     if (threadIdx.x == 0) tl_stamp(tl, slot); \
   } while (0)
 #define STAMP_BY(tl, slot) tl_stamp(tl, slot)
+// Slot TL_SMID holds the multiprocessor's index + 1 (not a time): which SM ran the block.
+#define TL_SMID 19
+#define STAMP_SMID(tl)                                                                       \
+  do {                                                                                       \
+    if (threadIdx.x == 0 && (tl) != nullptr) {                                               \
+      u32 sm;                                                                                \
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));                                        \
+      (tl)[((size_t)(blockIdx.y * gridDim.x + blockIdx.x) * TL_SLOTS + TL_SMID) * 2] = sm + 1; \
+    }                                                                                        \
+  } while (0)
 #else
 #define STAMP(tl, slot) \
   do {                  \
   } while (0)
 #define STAMP_BY(tl, slot) \
   do {                     \
+  } while (0)
+#define STAMP_SMID(tl) \
+  do {                 \
   } while (0)
 #endif
 

@@ -1409,6 +1409,7 @@ __device__ void seam_stream_body(const FusedParams& p) {
   const int h = chunk * CHUNK + 8 * q;
   const int stride = 2 * gridDim.y;
   STAMP(p.timeline, 0);
+  STAMP_SMID(p.timeline);
 
   stage_fn_slice<NIN, NMIX>(p, sfn, grp);
   cp_async_commit();
@@ -1456,6 +1457,7 @@ __device__ void seam_stream_body(const FusedParams& p) {
     bar_named(1 + hf, ST_THREADS);
     write_records<NMIX>(p, part(), sss(), row0, grp, htid, ST_THREADS);
     STAMP(p.timeline, 7);
+    if (it < 3) STAMP(p.timeline, 20 + it);  // the first three tiles' records (raw timeline)
     if (tile + stride >= p.tiles) pdl_trigger();
   }
   STAMP(p.timeline, 13);
