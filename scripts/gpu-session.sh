@@ -259,7 +259,7 @@ for f in "$LOG"/*.log; do
   if [ "$(stat -c %s "$f")" -gt 4000000 ]; then head -c 2000000 "$f" > "$f.head"; tail -c 1000000 "$f" > "$f.tail"; rm "$f"; fi
 done
 mkdir -p "$RESULT"
-tar -czf "$RESULT/session.tar.gz" -C "$OUT" logs $(cd "$OUT" && ls *.json *.svg *.png *.csv 2>/dev/null)
+tar -czf "$RESULT/session.tar.gz" -C "$OUT" logs $(cd "$OUT" && ls -d *.json *.svg *.png *.csv raw-* 2>/dev/null)
 cat "$SUMMARY" >> "$ALL_SUMMARY"
 echo "== summary"
 cat "$LOG/nvidia-smi.txt"
