@@ -252,7 +252,7 @@ struct BenchArgs {
     proj_n: Vec<usize>,
     /// Instead of timing, print where the time of a fused seam (or, with `--op projection`, of a
     /// projection call) goes: phase timestamps from an instrumented build of the kernels, inside
-    /// the replayed chain.
+    /// the replayed chain (`MHC_TIMELINE_RAW=dir`: the seam's every block's stamps as JSON there).
     #[arg(long)]
     timeline: bool,
     /// Write the rows as JSON.
