@@ -24,12 +24,16 @@ __device__ __forceinline__ int lane_id() {
 // the block's row of TL_SLOTS pairs. The production kernels contain none of it.
 #define TL_SLOTS 24
 #ifdef MHC_TIMELINE
+// The block's pair `slot` of its row.
+__device__ __forceinline__ u64* tl_pair(u64* tl, int slot) {
+  return tl + ((size_t)(blockIdx.y * gridDim.x + blockIdx.x) * TL_SLOTS + slot) * 2;
+}
 __device__ __forceinline__ void tl_stamp(u64* tl, int slot) {
   if (tl != nullptr) {
     u64 g, c;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
     asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));
-    u64* e = tl + ((size_t)(blockIdx.y * gridDim.x + blockIdx.x) * TL_SLOTS + slot) * 2;
+    u64* e = tl_pair(tl, slot);
     e[0] = g;
     e[1] = c;
   }
@@ -41,13 +45,13 @@ __device__ __forceinline__ void tl_stamp(u64* tl, int slot) {
 #define STAMP_BY(tl, slot) tl_stamp(tl, slot)
 // Slot TL_SMID holds the multiprocessor's index + 1 (not a time): which SM ran the block.
 #define TL_SMID 19
-#define STAMP_SMID(tl)                                                                       \
-  do {                                                                                       \
-    if (threadIdx.x == 0 && (tl) != nullptr) {                                               \
-      u32 sm;                                                                                \
-      asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));                                        \
-      (tl)[((size_t)(blockIdx.y * gridDim.x + blockIdx.x) * TL_SLOTS + TL_SMID) * 2] = sm + 1; \
-    }                                                                                        \
+#define STAMP_SMID(tl)                                \
+  do {                                                \
+    if (threadIdx.x == 0 && (tl) != nullptr) {        \
+      u32 sm;                                         \
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(sm)); \
+      tl_pair(tl, TL_SMID)[0] = sm + 1;               \
+    }                                                 \
   } while (0)
 #else
 #define STAMP(tl, slot) \
