@@ -360,11 +360,14 @@ fn tails_kernel(op: Op) -> Option<&'static str> {
 }
 
 /// The stream variant of a seam's tiles launch (kernels/seam.cu; `plan::stream_plan`), for the
-/// ops that have one.
-fn stream_kernel(op: Op) -> Option<&'static str> {
-    match op {
-        Op::Seam => Some("mhc_seam_st"),
-        Op::SeamV4 => Some("mhc_seam_v4_st"),
+/// ops that have one: the plain kernel, or with `claims` the one whose halves claim their tiles
+/// (`plan::stream_claims`; same bits).
+fn stream_kernel(op: Op, claims: bool) -> Option<&'static str> {
+    match (op, claims) {
+        (Op::Seam, false) => Some("mhc_seam_st"),
+        (Op::SeamV4, false) => Some("mhc_seam_v4_st"),
+        (Op::Seam, true) => Some("mhc_seam_claim_st"),
+        (Op::SeamV4, true) => Some("mhc_seam_v4_claim_st"),
         _ => None,
     }
 }
@@ -752,7 +755,7 @@ impl CudaEngine {
         // by default the clusters where they fit (the V4 seam's waves reach past
         // ONE_LAUNCH_MAX_T), else one launch up to ONE_LAUNCH_MAX_T.
         let early_split = match self.two_launch_from.get() {
-            Some(n) if stream_kernel(op).is_some() => Some(n.max(plan::MIN_SPLIT_T)),
+            Some(n) if stream_kernel(op, false).is_some() => Some(n.max(plan::MIN_SPLIT_T)),
             _ => None,
         };
         let split_from = early_split.unwrap_or(plan::ONE_LAUNCH_MAX_T + 1);
@@ -792,7 +795,7 @@ impl CudaEngine {
                 && early_split.is_none()
                 && self.cluster_mtiles.get().or(self.env_mtiles).is_none()
                 && pdl
-                && stream_kernel(op).is_some()
+                && stream_kernel(op, false).is_some()
                 && !collapse_after_gates(op)
                 && t >= plan::MIN_SPLIT_T;
             let passes = if collapse_after_gates(op) {
@@ -925,13 +928,16 @@ impl CudaEngine {
         split_from: usize,
     ) -> Result<SeamPlan> {
         let p = self.plan(name, shape, t, h, split_from)?;
-        if let Some(st_name) = stream_kernel(op)
+        if stream_kernel(op, false).is_some()
             && let min_tiles = self.stream_min_tiles.get().unwrap_or(plan::STREAM_MIN_TILES)
             && self.stream.get()
             && self.plan_override.get().or(self.env_plan).is_none()
             && let Some(sp) = plan::stream_plan(shape, &p, self.dev.info.sm_count, min_tiles)
+            && let claims = plan::stream_claims(&sp)
+            && let Some(st_name) = stream_kernel(op, claims)
             // Its 210 KB fit the H100 and H200, not every GPU.
-            && sp.smem <= self.dev.max_dynamic_smem(st_name)?
+            && sp.smem + if claims { plan::ST_CLAIM_RING_BYTES } else { 0 }
+                <= self.dev.max_dynamic_smem(st_name)?
         {
             return Ok(sp);
         }
@@ -1431,9 +1437,13 @@ impl CudaEngine {
                 self.timeline_rows(name.to_string(), (plan.nrec * plan.grid_y) as usize);
         }
         let pdl = self.fused_pdl(call.op);
-        let tiles_name = match stream_kernel(call.op) {
-            Some(st_name) if plan.stream => st_name,
-            _ => name,
+        let claims = plan::stream_claims(&plan);
+        let (tiles_name, smem) = match stream_kernel(call.op, claims) {
+            Some(st_name) if plan.stream => (
+                st_name,
+                plan.smem + if claims { plan::ST_CLAIM_RING_BYTES } else { 0 },
+            ),
+            _ => (name, plan.smem),
         };
         let mut ptrs = [&mut params as *mut FusedParams as *mut c_void];
         unsafe {
@@ -1441,7 +1451,7 @@ impl CudaEngine {
                 tiles_name,
                 (plan.nrec, plan.grid_y, 1),
                 plan.warps * 32,
-                plan.smem,
+                smem,
                 stream,
                 &mut ptrs,
                 pdl,

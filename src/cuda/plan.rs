@@ -118,9 +118,10 @@ pub const STREAM_MIN_TILES: u32 = 1;
 /// and tiles of 16 tokens, with at least `min_tiles` tiles. One block (two halves, each walking
 /// its own tiles) a multiprocessor, `sms / nrec` blocks along the tiles so that every block of the
 /// launch is resident at once, but no more than the tiles fill (one a half). The halves take the
-/// tiles round-robin, so the launch takes ceil(tiles / (2 grid_y)) rounds: with fewer tiles a
-/// half may hold one or none (a smaller grid would only add rounds). Measured on the H200 in
-/// PERF_NOTES.md, attempts 60 and 84.
+/// tiles round-robin where that deals them evenly, else claim the tiles past their first two
+/// (`stream_claims`). Either way the launch takes ceil(tiles / (2 grid_y)) rounds: with fewer
+/// tiles a half may hold one or none (a smaller grid would only add rounds). Measured on the
+/// H200 in PERF_NOTES.md, attempts 60, 84 and 119.
 pub fn stream_plan(shape: KernelShape, p: &SeamPlan, sms: u32, min_tiles: u32) -> Option<SeamPlan> {
     if !p.split
         || p.w != 8
@@ -145,9 +146,23 @@ pub fn stream_plan(shape: KernelShape, p: &SeamPlan, sms: u32, min_tiles: u32) -
     })
 }
 
-/// Rounds of a stream plan's tiles launch: its halves (two a block) take the tiles round-robin.
+/// Rounds of a stream plan's tiles launch: its busiest half's tiles (two halves a block).
 pub fn stream_rounds(p: &SeamPlan) -> u32 {
     p.tiles.div_ceil(2 * p.grid_y.max(1))
+}
+
+/// Dynamic shared memory the claiming variant of the stream launch takes beyond the plan's
+/// (kernels/seam.cu, the halves' rings of claimed tiles).
+pub const ST_CLAIM_RING_BYTES: u32 = 32;
+
+/// Whether a stream plan's tiles launch takes its claiming variant (`mhc_seam_claim_st`,
+/// `mhc_seam_v4_claim_st`; same bits): where the tiles do not deal evenly over the halves, so
+/// that the halves that run ahead take the last round's tiles instead of a fixed few. Measured on
+/// the H200 (PERF_NOTES.md attempt 119, as one kernel claiming everywhere): -1.6 to -5.2 % at
+/// H = 5120, T = 512-4096, where 32-256 tiles fall unevenly on 12 halves; +0.8 to +1.0 % where
+/// they deal evenly (H = 4096 and 7168, T = 2048), which this rule leaves to the plain kernel.
+pub fn stream_claims(p: &SeamPlan) -> bool {
+    p.stream && !p.tiles.is_multiple_of(2 * p.grid_y.max(1))
 }
 
 /// Whether the V4.1 seam takes its two-launch plan `two` ahead of a cluster plan in tiles of
@@ -586,7 +601,8 @@ pub fn workspace_need(shape: KernelShape, t: usize, p: &SeamPlan) -> (usize, usi
     (
         rows * p.nrec as usize * shape.nm() * 4,
         rows * p.nrec as usize * 2 * 8,
-        p.tiles as usize * 4,
+        // The tile kernel's counter a tile, or the stream launch's a group.
+        p.tiles.max(p.nrec) as usize * 4,
     )
 }
 
@@ -1146,6 +1162,32 @@ mod tests {
     }
 
     #[test]
+    fn the_stream_launch_claims_its_tiles_where_they_deal_unevenly() {
+        let shape = KernelShape { nin: 4, nmix: 24 };
+        let occ = |_w: u32, _s: u32| -> Result<u32> { Ok(2) };
+        let claims = |t: usize, h: usize| {
+            let p = plan(shape, t, h, 132, &occ, None).unwrap();
+            stream_claims(&stream_plan(shape, &p, 132, STREAM_MIN_TILES).unwrap())
+        };
+        // H = 5120: 20 groups, 6 blocks of two halves each on 132 SMs.
+        assert!(claims(497, 5120)); // 32 tiles on 12 halves
+        assert!(claims(1001, 5120));
+        assert!(!claims(384, 5120)); // 24 tiles: two rounds of 12
+        assert!(claims(385, 5120)); // 25 tiles: the 25th in a third round
+        // H = 4096: 16 groups, 8 blocks: 32 and 128 tiles deal evenly over 16 halves.
+        assert!(!claims(497, 4096));
+        assert!(!claims(2048, 4096));
+        assert!(claims(1001, 4096)); // 63 tiles
+        // H = 7168: 28 groups, 4 blocks: 8 halves.
+        assert!(!claims(2048, 7168));
+        assert!(claims(300, 7168)); // 19 tiles
+        // A tile kernel plan never claims.
+        assert!(!stream_claims(
+            &plan(shape, 497, 5120, 132, &occ, None).unwrap()
+        ));
+    }
+
+    #[test]
     fn stream_plans_fit_and_keep_the_tiles_shape() {
         let shape = KernelShape { nin: 4, nmix: 24 };
         let occ = |_w: u32, _s: u32| -> Result<u32> { Ok(2) };
@@ -1167,6 +1209,10 @@ mod tests {
                 assert!(s.nrec * s.grid_y <= 132 && s.tiles > 2 * (s.grid_y - 1));
                 assert_eq!(s.grid_y, (132 / s.nrec).min(s.tiles.div_ceil(2)), "{t} {h}");
                 assert!(s.tiles >= STREAM_MIN_TILES);
+                // The claiming kernel exactly where the tiles do not deal evenly over the halves,
+                // and its ring still fits beside the plan's shared memory.
+                assert_eq!(stream_claims(&s), s.tiles % (2 * s.grid_y) != 0, "{t} {h}");
+                assert!(s.smem + ST_CLAIM_RING_BYTES <= 227 * 1024, "{t} {h}");
                 // A higher minimum (MHC_STREAM_MIN_TILES) keeps the tile kernel below it.
                 let min128 = stream_plan(shape, &p, 132, 128);
                 assert_eq!(min128.is_some(), p.tiles >= 128, "{t} {h}");

@@ -68,7 +68,7 @@ struct FusedParams {
   unsigned char* fp8_s;
   float* rec_m;           // [T][nrec][NMIX]
   double* rec_ss;         // [T][nrec][2]: gate and norm sums of squares
-  u32* counters;          // [tiles], zero between launches
+  u32* counters;          // [max(tiles, nrec)], zero between launches: the tile kernel's a tile, the stream launch's a group
   int T, H, tt, tiles, W, nrec, rpad, rows_batch, iters;
   int mode;               // 0: last block of a tile finishes it; 1: tiles only; 2: finish only
   float hc_eps, rms_eps, norm_eps, post_mult;
@@ -1385,7 +1385,7 @@ __device__ __forceinline__ void st_issue(const FusedParams& p, int tile, uint4* 
   cp_async_commit();
 }
 
-template <int NIN, int NMIX, int CARRIED>
+template <int NIN, int NMIX, int CARRIED, bool CLAIMS>
 __device__ void seam_stream_body(const FusedParams& p) {
   static_assert(NIN == NS && NMIX == 24, "the seams with post_map and gates");
   typedef Shape<NIN, NMIX> S;
@@ -1419,14 +1419,33 @@ __device__ void seam_stream_body(const FusedParams& p) {
   STAMP(p.timeline, 1);
   pdl_wait();  // everything below reads or writes activations
   STAMP(p.timeline, 2);
+  // Tiles. Without CLAIMS (the host's choice where the group's halves get the same number of
+  // tiles dealt round-robin) a half takes 2 y + hf, then every stride-th tile. With CLAIMS a
+  // half's first two are dealt so and the rest claimed from the group's counter (p.counters[grp],
+  // zero between launches) two tiles ahead, so that the halves that run ahead take the last
+  // round's tiles (PERF_NOTES.md attempt 119); the claim's round trip hides behind the tile's
+  // post_map. The claimed tiles sit in a ring after the halves' areas (ST_CLAIM_RING_BYTES more
+  // dynamic shared memory), not in registers (the kernel must fit 128): during iteration `it`,
+  // [it % 3] is this tile, [(it + 1) % 3] the next, and thread 0 writes the claimed one into
+  // [(it + 2) % 3], read from the next iteration on. A half claims while its next tile exists,
+  // until it draws past the last tile; the group's last claim resets the counter. The two
+  // variants are separate kernels: a run-time switch cost 2-4 % where no claim ran.
+  int(*s_ring)[4] = (int(*)[4])(smem + FNB + 2 * ST_HALF_BYTES);  // [2][4], CLAIMS only
   int tile = blockIdx.y * 2 + hf;
+  if (CLAIMS && htid == 0) {
+    s_ring[hf][0] = tile;
+    s_ring[hf][1] = tile + stride;
+  }
   st_issue<NIN, CARRIED>(p, tile, stage(), scoef_at(0), htid, g, h, chunk_ok);
   cp_async_wait_all();
-  __syncthreads();  // the whole slice of fn (copied by both halves) has landed
-  for (int it = 0; tile < p.tiles; tile += stride, ++it) {
+  __syncthreads();  // the whole slice of fn (copied by both halves) has landed; the ring is set
+  for (int it = 0, sl = 0; tile < p.tiles; ++it, sl = sl == 2 ? 0 : sl + 1) {
     cp_async_wait_all();        // this thread's copies of the tile
     bar_named(1 + hf, ST_THREADS);  // the half's: coefficients landed; the last tile's records read
     STAMP(p.timeline, 3);
+    const int sl1 = sl == 2 ? 0 : sl + 1, sl2 = sl1 == 2 ? 0 : sl1 + 1;
+    u32 claim = 0;
+    if (CLAIMS && htid == 0 && s_ring[hf][sl1] < p.tiles) claim = atomicAdd(p.counters + grp, 1u);
     const int row0 = tile * MAXTT;
     int tok[2];
     bool ok[2];
@@ -1448,7 +1467,13 @@ __device__ void seam_stream_body(const FusedParams& p) {
     }
     // The next tile's copies: this thread's slots are read (its own values, now in registers),
     // the other coefficient buffer was last read before this tile's barrier.
-    st_issue<NIN, CARRIED>(p, tile + stride, stage(), scoef_at((it + 1) & 1), htid, g, h, chunk_ok);
+    if (CLAIMS && htid == 0 && s_ring[hf][sl1] < p.tiles) {
+      const u32 last_claim = (u32)max(p.tiles - 2 * stride, 0) + (u32)max(min(stride, p.tiles - stride), 0) - 1;
+      if (claim == last_claim) atomicExch(p.counters + grp, 0u);
+      s_ring[hf][sl2] = 2 * stride + (int)claim;
+    }
+    st_issue<NIN, CARRIED>(p, CLAIMS ? s_ring[hf][sl1] : tile + stride, stage(), scoef_at((it + 1) & 1), htid, g, h,
+                           chunk_ok);
     STAMP(p.timeline, 4);
     float d[S::NT][4];
     float ssp[2];
@@ -1461,18 +1486,27 @@ __device__ void seam_stream_body(const FusedParams& p) {
     write_records<NMIX>(p, part(), sss(), row0, grp, htid, ST_THREADS);
     STAMP(p.timeline, 7);
     if (it < 3) STAMP(p.timeline, 20 + it);  // the first three tiles' records (raw timeline)
-    if (tile + stride >= p.tiles) pdl_trigger();
+    if (CLAIMS) {
+      tile = s_ring[hf][sl1];
+      if (tile >= p.tiles) pdl_trigger();
+    } else {
+      if (tile + stride >= p.tiles) pdl_trigger();
+      tile += stride;
+    }
   }
   STAMP(p.timeline, 13);
 }
 
 // One block of two halves per multiprocessor: at most 128 registers per thread.
-#define SEAM_STREAM_KERNEL(name, CARRIED)                                                       \
+// The _claim_st kernels: the halves claim the tiles past their first two (CLAIMS above).
+#define SEAM_STREAM_KERNEL(name, CARRIED, CLAIMS)                                               \
   extern "C" __global__ void __launch_bounds__(2 * ST_THREADS, 1) name(const FusedParams p) { \
-    seam_stream_body<4, 24, CARRIED>(p);                                                      \
+    seam_stream_body<4, 24, CARRIED, CLAIMS>(p);                                              \
   }
-SEAM_STREAM_KERNEL(mhc_seam_st, 1)
-SEAM_STREAM_KERNEL(mhc_seam_v4_st, 0)
+SEAM_STREAM_KERNEL(mhc_seam_st, 1, false)
+SEAM_STREAM_KERNEL(mhc_seam_v4_st, 0, false)
+SEAM_STREAM_KERNEL(mhc_seam_claim_st, 1, true)
+SEAM_STREAM_KERNEL(mhc_seam_v4_claim_st, 0, true)
 
 // ---- The cluster kernel: small T, carried ops with gates ----
 //
