@@ -158,9 +158,10 @@ pub const ST_CLAIM_RING_BYTES: u32 = 32;
 /// Whether a stream plan's tiles launch takes its claiming variant (`mhc_seam_claim_st`,
 /// `mhc_seam_v4_claim_st`; same bits): where the tiles do not deal evenly over the halves, so
 /// that the halves that run ahead take the last round's tiles instead of a fixed few. Measured on
-/// the H200 (PERF_NOTES.md attempt 119, as one kernel claiming everywhere): -1.6 to -5.2 % at
-/// H = 5120, T = 512-4096, where 32-256 tiles fall unevenly on 12 halves; +0.8 to +1.0 % where
-/// they deal evenly (H = 4096 and 7168, T = 2048), which this rule leaves to the plain kernel.
+/// the H200 (PERF_NOTES.md attempt 119): as one kernel claiming everywhere, -1.6 to -5.2 % at
+/// H = 5120, T = 512-4096, where 32-256 tiles fall unevenly on 12 halves, but +0.8 to +1.0 % where
+/// they deal evenly (H = 4096 and 7168, T = 2048), which this rule leaves to the plain kernel; as
+/// landed, -1.5 to -5.0 % at H = 5120, T = 512-4096 and -1.0 to +0.3 % elsewhere.
 pub fn stream_claims(p: &SeamPlan) -> bool {
     p.stream && !p.tiles.is_multiple_of(2 * p.grid_y.max(1))
 }
