@@ -85,7 +85,12 @@ fn every_kernel_compiles_for_sm90_without_spills() {
             // 128-byte boundary: static data that moved it to 16 mod 128 cost them 10-16 % on the
             // H200 (PERF_NOTES.md attempt 119), so their static part is none or whole lines.
             if f.starts_with("mhc_seam") && f.ends_with("_st") {
-                assert_eq!(r.smem % 128, 0, "{f}: {} bytes of static shared memory", r.smem);
+                assert_eq!(
+                    r.smem % 128,
+                    0,
+                    "{f}: {} bytes of static shared memory",
+                    r.smem
+                );
             }
         }
     }
