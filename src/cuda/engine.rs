@@ -936,8 +936,7 @@ impl CudaEngine {
             && let claims = plan::stream_claims(&sp)
             && let Some(st_name) = stream_kernel(op, claims)
             // Its 210 KB fit the H100 and H200, not every GPU.
-            && sp.smem + if claims { plan::ST_CLAIM_RING_BYTES } else { 0 }
-                <= self.dev.max_dynamic_smem(st_name)?
+            && plan::stream_launch_smem(&sp) <= self.dev.max_dynamic_smem(st_name)?
         {
             return Ok(sp);
         }
@@ -1439,10 +1438,7 @@ impl CudaEngine {
         let pdl = self.fused_pdl(call.op);
         let claims = plan::stream_claims(&plan);
         let (tiles_name, smem) = match stream_kernel(call.op, claims) {
-            Some(st_name) if plan.stream => (
-                st_name,
-                plan.smem + if claims { plan::ST_CLAIM_RING_BYTES } else { 0 },
-            ),
+            Some(st_name) if plan.stream => (st_name, plan::stream_launch_smem(&plan)),
             _ => (name, plan.smem),
         };
         let mut ptrs = [&mut params as *mut FusedParams as *mut c_void];

@@ -153,7 +153,7 @@ pub fn stream_rounds(p: &SeamPlan) -> u32 {
 
 /// Dynamic shared memory the claiming variant of the stream launch takes beyond the plan's
 /// (kernels/seam.cu, the halves' rings of claimed tiles).
-pub const ST_CLAIM_RING_BYTES: u32 = 32;
+const ST_CLAIM_RING_BYTES: u32 = 32;
 
 /// Whether a stream plan's tiles launch takes its claiming variant (`mhc_seam_claim_st`,
 /// `mhc_seam_v4_claim_st`; same bits): where the tiles do not deal evenly over the halves, so
@@ -164,6 +164,18 @@ pub const ST_CLAIM_RING_BYTES: u32 = 32;
 /// landed, -1.5 to -5.0 % at H = 5120, T = 512-4096 and -1.0 to +0.3 % elsewhere.
 pub fn stream_claims(p: &SeamPlan) -> bool {
     p.stream && !p.tiles.is_multiple_of(2 * p.grid_y.max(1))
+}
+
+/// Dynamic shared memory of a stream plan's tiles launch: the plan's, and the claiming variant's
+/// rings where it takes that variant (`stream_claims`). The one rule for the fit check and the
+/// launch.
+pub fn stream_launch_smem(p: &SeamPlan) -> u32 {
+    p.smem
+        + if stream_claims(p) {
+            ST_CLAIM_RING_BYTES
+        } else {
+            0
+        }
 }
 
 /// Whether the V4.1 seam takes its two-launch plan `two` ahead of a cluster plan in tiles of

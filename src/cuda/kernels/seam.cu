@@ -1392,6 +1392,7 @@ __device__ void seam_stream_body(const FusedParams& p) {
   // Dynamic shared memory only: a static `__shared__` variable here moves this area to 16 mod
   // 128 bytes, which cost the launch 10-16 % at every T and H on the H200 (PERF_NOTES.md attempt
   // 119); with static data, align this area to 128 bytes (every extern declaration of `smem`).
+  // tests/kernels_compile.rs checks that the stream kernels' static part is whole 128-byte lines.
   extern __shared__ __align__(16) unsigned char smem[];
   const int tid = threadIdx.x;
   const int hf = tid / ST_THREADS, htid = tid % ST_THREADS;
