@@ -936,7 +936,7 @@ impl CudaEngine {
             && let claims = plan::stream_claims(&sp)
             && let Some(st_name) = stream_kernel(op, claims)
             // Its 210 KB fit the H100 and H200, not every GPU.
-            && plan::stream_launch_smem(&sp) <= self.dev.max_dynamic_smem(st_name)?
+            && plan::stream_launch_smem(&sp, op == Op::Seam) <= self.dev.max_dynamic_smem(st_name)?
         {
             return Ok(sp);
         }
@@ -1438,7 +1438,10 @@ impl CudaEngine {
         let pdl = self.fused_pdl(call.op);
         let claims = plan::stream_claims(&plan);
         let (tiles_name, smem) = match stream_kernel(call.op, claims) {
-            Some(st_name) if plan.stream => (st_name, plan::stream_launch_smem(&plan)),
+            Some(st_name) if plan.stream => (
+                st_name,
+                plan::stream_launch_smem(&plan, call.op == Op::Seam),
+            ),
             _ => (name, plan.smem),
         };
         let mut ptrs = [&mut params as *mut FusedParams as *mut c_void];

@@ -63,6 +63,9 @@ const ST_THREADS: usize = 256;
 /// warps' partials and sums of squares.
 const ST_HALF_BYTES: usize =
     10 * ST_THREADS * 16 + 2 * MAXTT * COEF * 4 + 8 * MAXTT * 24 * 4 + 8 * MAXTT * 2 * 8;
+/// What the row copies' stage (`mhc_seam_st`: ST_STAGE_ROWS_BYTES in kernels/seam.cu, 10 blocks
+/// of 8 rows 36 slots of 16 bytes apart) adds to each half.
+const ST_ROWS_EXTRA_BYTES: usize = 10 * 8 * 36 * 16 - 10 * ST_THREADS * 16;
 
 /// `MHC_STREAM=0|1`, if set: whether the seams' tiles launch at large T takes the stream variant
 /// (default on).
@@ -166,13 +169,28 @@ pub fn stream_claims(p: &SeamPlan) -> bool {
     p.stream && !p.tiles.is_multiple_of(2 * p.grid_y.max(1))
 }
 
-/// Dynamic shared memory of a stream plan's tiles launch: the plan's, and the claiming variant's
-/// rings where it takes that variant (`stream_claims`). The one rule for the fit check and the
-/// launch.
-pub fn stream_launch_smem(p: &SeamPlan) -> u32 {
+/// Whether a stream plan's tiles launch copies whole rows of the group (`mhc_seam_st`, the V4.1
+/// seam's plain kernel: each warp instruction reads 512 contiguous bytes of one row instead of 8
+/// rows x 64 bytes; a larger stage). Measured on the H200 (PERF_NOTES.md attempt 122): -0.7 to
+/// -3.3 % at H = 4096 and 7168 where the tiles deal evenly; with the claims +1.2 to +6 %, so the
+/// claiming kernels keep the lanes' own copies, as does the V4 seam's (not measured).
+pub fn stream_row_copies(p: &SeamPlan, carried: bool) -> bool {
+    p.stream && carried && !stream_claims(p)
+}
+
+/// Dynamic shared memory of a stream plan's tiles launch for the V4.1 seam (`carried`) or the V4
+/// seam: the plan's, the claiming variant's rings where it takes that variant (`stream_claims`),
+/// and the row copies' larger stage where those run (`stream_row_copies`). The one rule for the
+/// fit check and the launch.
+pub fn stream_launch_smem(p: &SeamPlan, carried: bool) -> u32 {
     p.smem
         + if stream_claims(p) {
             ST_CLAIM_RING_BYTES
+        } else {
+            0
+        }
+        + if stream_row_copies(p, carried) {
+            2 * ST_ROWS_EXTRA_BYTES as u32
         } else {
             0
         }
@@ -1226,6 +1244,15 @@ mod tests {
                 // and its ring still fits beside the plan's shared memory.
                 assert_eq!(stream_claims(&s), s.tiles % (2 * s.grid_y) != 0, "{t} {h}");
                 assert!(s.smem + ST_CLAIM_RING_BYTES <= 227 * 1024, "{t} {h}");
+                // The V4.1 seam's plain kernel copies whole rows into its larger stage, which
+                // fits too; the claiming kernels and the V4 seam's keep the plan's stage.
+                for carried in [false, true] {
+                    let rows = stream_row_copies(&s, carried);
+                    assert_eq!(rows, carried && !stream_claims(&s), "{t} {h}");
+                    let smem = stream_launch_smem(&s, carried);
+                    assert!(smem <= 227 * 1024, "{t} {h} {smem}");
+                    assert_eq!(smem > s.smem, rows || stream_claims(&s), "{t} {h}");
+                }
                 // A higher minimum (MHC_STREAM_MIN_TILES) keeps the tile kernel below it.
                 let min128 = stream_plan(shape, &p, 132, 128);
                 assert_eq!(min128.is_some(), p.tiles >= 128, "{t} {h}");

@@ -1343,9 +1343,18 @@ SEAM_TAILS_KERNEL(mhc_final_tails, 0, 4, 0)
 #define ST_NV 10                                   // vectors a thread stages per tile (2 rows x 5)
 #define ST_THREADS 256                             // threads of a half
 #define ST_STAGE_BYTES (ST_NV * ST_THREADS * 16)   // 40960
+// The row copies' stage (mhc_seam_st, st_issue_rows): a block (one row half rr of one tensor:
+// 8 rows x 32 columns of 16 bytes) keeps its rows 36 slots apart, so that the copies write a
+// row's 32 columns side by side and the computing lanes (rows g, g + 1 in one phase) read 576
+// bytes apart, in different banks (copied into the computing threads' own slots instead, 8-way
+// bank conflicts on the copies, the A/B lost 5-12 %).
+#define ST_ROW 36                                   // 16-byte slots a staged row
+#define ST_BLK (8 * ST_ROW)                         // slots a stage block (rr, tensor)
+#define ST_STAGE_ROWS_BYTES (ST_NV * ST_BLK * 16)   // 46080
 #define ST_COEF_BYTES (MAXTT * COEF * 4)           // 1536, two of them (tile parity)
 #define ST_PART_BYTES (8 * MAXTT * 24 * 4 + 8 * MAXTT * 2 * 8)  // 14336: partials, sums of squares
 #define ST_HALF_BYTES (ST_STAGE_BYTES + 2 * ST_COEF_BYTES + ST_PART_BYTES)
+#define ST_HALF_ROWS_BYTES (ST_STAGE_ROWS_BYTES + 2 * ST_COEF_BYTES + ST_PART_BYTES)
 
 // A named barrier of `count` threads (barrier 0 is __syncthreads').
 __device__ __forceinline__ void bar_named(int id, int count) {
@@ -1385,8 +1394,55 @@ __device__ __forceinline__ void st_issue(const FusedParams& p, int tile, uint4* 
   cp_async_commit();
 }
 
-template <int NIN, int NMIX, int CARRIED, bool CLAIMS>
+// st_issue for mhc_seam_st (ROWS): this thread's share of the copies of tile `tile`, dealt so that
+// each warp instruction reads one tensor's whole row of the group (32 lanes x 16 bytes: the
+// group's 256 channels), not 8 rows x 64 bytes as the computing lanes (g, q) own them. Warp w of
+// the half copies rows w and w + 8; its lane (g, q) the 16 bytes that lane (w, q) of warp g
+// computes. They land in the half's stage blocks (rr * 5 + (0 for x, 1 + i for stream i); row g of
+// a block at g * ST_ROW slots, its 32 columns side by side), the coefficients as st_issue lands
+// them. A thread thus writes other threads' slots: the caller separates a tile's reads of the
+// stage from the next tile's copies by the half's barrier. Why: the seam's traffic with 64-byte
+// row segments a warp reached 79-89 % of the copy bandwidth at T = 16384, with 128 bytes or more
+// 99-102 % (scripts/micro/seam-traffic.cu, PERF_NOTES.md attempt 121).
+template <int NIN, int CARRIED>
+__device__ __forceinline__ void st_issue_rows(const FusedParams& p, int tile, uint4* stage, float* scoef, int htid,
+                                              int warp, int g, int q, int h) {
+  if (tile >= p.tiles) return;
+  const int row0 = tile * MAXTT;
+  const int H = p.H;
+  // Copying lane (g, q) of warp `warp` takes the 16-byte column of computing lane (g', q) = (warp,
+  // q) of warp g: its channels are those of chunk grp * 8 + g, i.e. h moved by g - warp chunks.
+  const int hc = h + (g - warp) * CHUNK;
+  const bool chunk_ok = hc - 8 * q < H;
+  // Rows warp and warp + 8 (row halves rr = 0, 1). Where a row reads nothing (past T, or a chunk
+  // past H) its copies read 0 bytes from row 0's channel 0. One address a row and tensor
+  // (row_streams). A warp's copies write one row's 32 columns side by side (ST_ROW).
+  const int hh = chunk_ok ? hc : 0;
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int tok = row0 + warp + 8 * rr;
+    const bool ok = chunk_ok && tok < p.T;
+    const int bytes = ok ? 16 : 0;
+    const size_t tk = ok ? (size_t)tok : 0;
+    uint4* dst = stage + rr * 5 * ST_BLK + warp * ST_ROW + 4 * g + q;
+    cp_async16(dst, p.x + (tk * H + hh), bytes);
+    const bf16_t* rs = row_streams(p.residual, tk, H, hh);
+#pragma unroll
+    for (int i = 0; i < NIN; ++i) cp_async16(dst + (1 + i) * ST_BLK, rs + i * H, bytes);
+  }
+  if (htid < MAXTT * 6) {
+    const int r = htid / 6, c = htid % 6, tok = row0 + r;
+    const bool ok = tok < p.T && (CARRIED || c < 5);  // the V4 seam has no carried pre
+    const float* src = c == 0 ? p.post + (size_t)tok * 4 : c < 5 ? p.comb + (size_t)tok * 16 + (c - 1) * 4
+                                                                 : p.pre_in + (size_t)tok * 4;
+    cp_async16(scoef + r * COEF + c * 4, ok ? (const void*)src : (const void*)p.post, ok ? 16 : 0);
+  }
+  cp_async_commit();
+}
+
+template <int NIN, int NMIX, int CARRIED, bool CLAIMS, bool ROWS>
 __device__ void seam_stream_body(const FusedParams& p) {
+  static_assert(!(ROWS && CLAIMS), "the row copies: the plain kernel only (PERF_NOTES.md attempt 122)");
   static_assert(NIN == NS && NMIX == 24, "the seams with post_map and gates");
   typedef Shape<NIN, NMIX> S;
   // Dynamic shared memory only: a static `__shared__` variable here moves this area to 16 mod
@@ -1404,11 +1460,13 @@ __device__ void seam_stream_body(const FusedParams& p) {
   // The half's area (W = 8: fn's slice is a fixed size), addressed afresh where used: few
   // registers stay live through the projection (the kernel must fit 128).
   constexpr int FNB = NIN * S::NMIXP * 8 * CHUNK * 4;
-  auto hb = [&]() { return smem + FNB + (threadIdx.x / ST_THREADS) * ST_HALF_BYTES; };
+  constexpr int HALF = ROWS ? ST_HALF_ROWS_BYTES : ST_HALF_BYTES;
+  constexpr int STAGE = ROWS ? ST_STAGE_ROWS_BYTES : ST_STAGE_BYTES;
+  auto hb = [&]() { return smem + FNB + (threadIdx.x / ST_THREADS) * HALF; };
   auto stage = [&]() { return (uint4*)hb(); };
-  auto scoef_at = [&](int par) { return (float*)(hb() + ST_STAGE_BYTES + par * ST_COEF_BYTES); };
-  auto part = [&]() { return (float*)(hb() + ST_STAGE_BYTES + 2 * ST_COEF_BYTES); };
-  auto sss = [&]() { return (double*)(hb() + ST_STAGE_BYTES + 2 * ST_COEF_BYTES + 8 * MAXTT * S::NM * 4); };
+  auto scoef_at = [&](int par) { return (float*)(hb() + STAGE + par * ST_COEF_BYTES); };
+  auto part = [&]() { return (float*)(hb() + STAGE + 2 * ST_COEF_BYTES); };
+  auto sss = [&]() { return (double*)(hb() + STAGE + 2 * ST_COEF_BYTES + 8 * MAXTT * S::NM * 4); };
   const bool chunk_ok = chunk * CHUNK < p.H;
   const int h = chunk * CHUNK + 8 * q;
   const int stride = 2 * gridDim.y;
@@ -1431,18 +1489,21 @@ __device__ void seam_stream_body(const FusedParams& p) {
   // [(it + 2) % 3], read from the next iteration on. A half claims while its next tile exists,
   // until it draws past the last tile; the group's last claim resets the counter. The two
   // variants are separate kernels: a run-time switch cost 2-4 % where no claim ran.
-  int(*s_ring)[4] = (int(*)[4])(smem + FNB + 2 * ST_HALF_BYTES);  // [2][4], CLAIMS only
+  int(*s_ring)[4] = (int(*)[4])(smem + FNB + 2 * HALF);  // [2][4], CLAIMS only
   int tile = blockIdx.y * 2 + hf;
   if (CLAIMS && htid == 0) {
     s_ring[hf][0] = tile;
     s_ring[hf][1] = tile + stride;
   }
-  st_issue<NIN, CARRIED>(p, tile, stage(), scoef_at(0), htid, g, h, chunk_ok);
+  if (ROWS) st_issue_rows<NIN, CARRIED>(p, tile, stage(), scoef_at(0), htid, warp, g, q, h);
+  else st_issue<NIN, CARRIED>(p, tile, stage(), scoef_at(0), htid, g, h, chunk_ok);
   cp_async_wait_all();
   __syncthreads();  // the whole slice of fn (copied by both halves) has landed; the ring is set
   for (int it = 0, sl = 0; tile < p.tiles; ++it, sl = sl == 2 ? 0 : sl + 1) {
     cp_async_wait_all();        // this thread's copies of the tile
-    bar_named(1 + hf, ST_THREADS);  // the half's: coefficients landed; the last tile's records read
+    // The half's: coefficients landed (ROWS: every copy into this half's stage); the last tile's
+    // records read.
+    bar_named(1 + hf, ST_THREADS);
     STAMP(p.timeline, 3);
     const int sl1 = sl == 2 ? 0 : sl + 1, sl2 = sl1 == 2 ? 0 : sl1 + 1;
     u32 claim = 0;
@@ -1460,21 +1521,36 @@ __device__ void seam_stream_body(const FusedParams& p) {
       uint4 xv[2], rv[2][NIN];
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
-        xv[rr] = stage()[(rr * 5) * ST_THREADS + htid];
+        if (ROWS) {
+          xv[rr] = stage()[(rr * 5) * ST_BLK + g * ST_ROW + 4 * warp + q];
 #pragma unroll
-        for (int i = 0; i < NIN; ++i) rv[rr][i] = stage()[(rr * 5 + 1 + i) * ST_THREADS + htid];
+          for (int i = 0; i < NIN; ++i) rv[rr][i] = stage()[(rr * 5 + 1 + i) * ST_BLK + g * ST_ROW + 4 * warp + q];
+        } else {
+          xv[rr] = stage()[(rr * 5) * ST_THREADS + htid];
+#pragma unroll
+          for (int i = 0; i < NIN; ++i) rv[rr][i] = stage()[(rr * 5 + 1 + i) * ST_THREADS + htid];
+        }
       }
       ew_compute<1, NIN, CARRIED, 2>(p, scoef_at(it & 1), g, q, tok, ok, h, true, xv, rv, av, cb, ssn);
     }
-    // The next tile's copies: this thread's slots are read (its own values, now in registers),
-    // the other coefficient buffer was last read before this tile's barrier.
-    if (CLAIMS && htid == 0 && s_ring[hf][sl1] < p.tiles) {
-      const u32 last_claim = (u32)max(p.tiles - 2 * stride, 0) + (u32)max(min(stride, p.tiles - stride), 0) - 1;
-      if (claim == last_claim) atomicExch(p.counters + grp, 0u);
-      s_ring[hf][sl2] = 2 * stride + (int)claim;
+    if (ROWS) {
+      // The next tile's copies, once every thread of the half has read its slots of this tile
+      // (st_issue_rows writes other threads'); the other coefficient buffer was last read
+      // before this tile's first barrier.
+      bar_named(1 + hf, ST_THREADS);
+      st_issue_rows<NIN, CARRIED>(p, tile + stride, stage(), scoef_at((it + 1) & 1), htid, warp, g, q, h);
+    } else {
+      // The next tile's copies: this thread's slots are read (its own values, now in registers),
+      // the other coefficient buffer was last read before this tile's barrier.
+      if (CLAIMS && htid == 0 && s_ring[hf][sl1] < p.tiles) {
+        const u32 last_claim =
+            (u32)max(p.tiles - 2 * stride, 0) + (u32)max(min(stride, p.tiles - stride), 0) - 1;
+        if (claim == last_claim) atomicExch(p.counters + grp, 0u);
+        s_ring[hf][sl2] = 2 * stride + (int)claim;
+      }
+      st_issue<NIN, CARRIED>(p, CLAIMS ? s_ring[hf][sl1] : tile + stride, stage(), scoef_at((it + 1) & 1), htid, g,
+                             h, chunk_ok);
     }
-    st_issue<NIN, CARRIED>(p, CLAIMS ? s_ring[hf][sl1] : tile + stride, stage(), scoef_at((it + 1) & 1), htid, g, h,
-                           chunk_ok);
     STAMP(p.timeline, 4);
     float d[S::NT][4];
     float ssp[2];
@@ -1500,14 +1576,16 @@ __device__ void seam_stream_body(const FusedParams& p) {
 
 // One block of two halves per multiprocessor: at most 128 registers per thread.
 // The _claim_st kernels: the halves claim the tiles past their first two (CLAIMS above).
-#define SEAM_STREAM_KERNEL(name, CARRIED, CLAIMS)                                               \
+// mhc_seam_st alone copies whole rows (ROWS, st_issue_rows; plan::stream_launch_smem's larger
+// stage): with the claims the row copies lost 1-6 %, and the V4 seam's were not measured.
+#define SEAM_STREAM_KERNEL(name, CARRIED, CLAIMS, ROWS)                                         \
   extern "C" __global__ void __launch_bounds__(2 * ST_THREADS, 1) name(const FusedParams p) { \
-    seam_stream_body<4, 24, CARRIED, CLAIMS>(p);                                              \
+    seam_stream_body<4, 24, CARRIED, CLAIMS, ROWS>(p);                                        \
   }
-SEAM_STREAM_KERNEL(mhc_seam_st, 1, false)
-SEAM_STREAM_KERNEL(mhc_seam_v4_st, 0, false)
-SEAM_STREAM_KERNEL(mhc_seam_claim_st, 1, true)
-SEAM_STREAM_KERNEL(mhc_seam_v4_claim_st, 0, true)
+SEAM_STREAM_KERNEL(mhc_seam_st, 1, false, true)
+SEAM_STREAM_KERNEL(mhc_seam_v4_st, 0, false, false)
+SEAM_STREAM_KERNEL(mhc_seam_claim_st, 1, true, false)
+SEAM_STREAM_KERNEL(mhc_seam_v4_claim_st, 0, true, false)
 
 // ---- The cluster kernel: small T, carried ops with gates ----
 //
