@@ -1361,6 +1361,19 @@ __device__ __forceinline__ void bar_named(int id, int count) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
 
+// The tile's coefficients for st_issue and st_issue_rows: with htid < 96 one 16-byte piece
+// ([row][post 4, comb 16, pre 4], zeros past T) into `scoef`.
+template <int CARRIED>
+__device__ __forceinline__ void st_issue_coefs(const FusedParams& p, int row0, float* scoef, int htid) {
+  if (htid < MAXTT * 6) {
+    const int r = htid / 6, c = htid % 6, tok = row0 + r;
+    const bool ok = tok < p.T && (CARRIED || c < 5);  // the V4 seam has no carried pre
+    const float* src = c == 0 ? p.post + (size_t)tok * 4 : c < 5 ? p.comb + (size_t)tok * 16 + (c - 1) * 4
+                                                                 : p.pre_in + (size_t)tok * 4;
+    cp_async16(scoef + r * COEF + c * 4, ok ? (const void*)src : (const void*)p.post, ok ? 16 : 0);
+  }
+}
+
 // Issues this thread's copies of tile `tile` (nothing past the last tile): its 10 vectors into
 // its own stage slots ([v][thread], zeros for rows past T), and with htid < 96 one 16-byte piece
 // of the tile's coefficients ([row][post 4, comb 16, pre 4], zeros past T) into `scoef`.
@@ -1384,13 +1397,7 @@ __device__ __forceinline__ void st_issue(const FusedParams& p, int tile, uint4* 
 #pragma unroll
     for (int i = 0; i < NIN; ++i) cp_async16(stage + (rr * 5 + 1 + i) * ST_THREADS + htid, rs + i * H, bytes);
   }
-  if (htid < MAXTT * 6) {
-    const int r = htid / 6, c = htid % 6, tok = row0 + r;
-    const bool ok = tok < p.T && (CARRIED || c < 5);  // the V4 seam has no carried pre
-    const float* src = c == 0 ? p.post + (size_t)tok * 4 : c < 5 ? p.comb + (size_t)tok * 16 + (c - 1) * 4
-                                                                 : p.pre_in + (size_t)tok * 4;
-    cp_async16(scoef + r * COEF + c * 4, ok ? (const void*)src : (const void*)p.post, ok ? 16 : 0);
-  }
+  st_issue_coefs<CARRIED>(p, row0, scoef, htid);
   cp_async_commit();
 }
 
@@ -1430,13 +1437,7 @@ __device__ __forceinline__ void st_issue_rows(const FusedParams& p, int tile, ui
 #pragma unroll
     for (int i = 0; i < NIN; ++i) cp_async16(dst + (1 + i) * ST_BLK, rs + i * H, bytes);
   }
-  if (htid < MAXTT * 6) {
-    const int r = htid / 6, c = htid % 6, tok = row0 + r;
-    const bool ok = tok < p.T && (CARRIED || c < 5);  // the V4 seam has no carried pre
-    const float* src = c == 0 ? p.post + (size_t)tok * 4 : c < 5 ? p.comb + (size_t)tok * 16 + (c - 1) * 4
-                                                                 : p.pre_in + (size_t)tok * 4;
-    cp_async16(scoef + r * COEF + c * 4, ok ? (const void*)src : (const void*)p.post, ok ? 16 : 0);
-  }
+  st_issue_coefs<CARRIED>(p, row0, scoef, htid);
   cp_async_commit();
 }
 
