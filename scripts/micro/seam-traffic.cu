@@ -15,6 +15,9 @@
 //           bf16, the carried collapse (four FMAs) rounded to bf16, its square summed, and the
 //           norm's scaling (a per-token factor, here a constant, and the norm weight); no
 //           projection and no reduction across the row.
+// Mode 1 also runs with a warp's 16-byte accesses covering 64, 128 or 256 bytes of 8, 4 or 2 rows
+// (SEG), and with 64-byte loads and 512-byte stores or the reverse (SEG_ST). Mode 2 (below) runs
+// the library's MMA layout with and without the projection.
 // Persistent grid-stride blocks of 512 threads, one a multiprocessor, on B = 112, 120, 128 and
 // 132 SMs (and 4 x 132 blocks of 256 threads); each thread takes two items (a token's 8
 // channels) per iteration, all loads of both issued before use. The median of 20 timed calls.
@@ -64,7 +67,23 @@ __global__ void copy16(const uint4* __restrict__ src, uint4* __restrict__ dst, s
 // SEG: the bytes of a token's row a warp's 16-byte loads cover together (512: 32 lanes along one
 // row, coalesced; 64: 4 lanes a row over 8 rows, as a warp of the library's MMA layout reads
 // x, r and writes r' and the layer input: tokens g, channels 8q..8q+7 of a 32-channel chunk).
-template <int MODE, int SEG = 512>
+// SEG_ST: the same for the stores (by default SEG); where they differ a thread stores to another
+// item than it loaded (the same items overall: every row segment is read and written once).
+template <int SEG>
+__device__ __forceinline__ void seg_item(size_t ii, int G, size_t& tok, int& hg) {
+  if (SEG == 512) {
+    tok = ii / G;
+    hg = (int)(ii % G);
+  } else {
+    // Warp wid covers RW rows x LS 16-byte columns: lane l takes row l / LS, column l % LS.
+    constexpr int LS = SEG / 16, RW = 32 / LS;
+    const size_t wid = ii / 32;
+    const int l = (int)(ii % 32), cb = G / LS;
+    tok = (wid / cb) * RW + l / LS;
+    hg = (int)(wid % cb) * LS + l % LS;
+  }
+}
+template <int MODE, int SEG = 512, int SEG_ST = SEG>
 __global__ void __launch_bounds__(512) seam_traffic(const bf16* __restrict__ x,
                                                     const bf16* __restrict__ r,
                                                     const float* __restrict__ coef,
@@ -86,20 +105,13 @@ __global__ void __launch_bounds__(512) seam_traffic(const bf16* __restrict__ x,
       const size_t i = i0 + k * stride;
       ok[k] = i < items;
       const size_t ii = ok[k] ? i : 0;
-      if (SEG == 512) {
-        tok[k] = ii / G;
-        hg[k] = (int)(ii % G);
-      } else {
-        // Warp wid covers RW rows x LS 16-byte columns: lane l takes row l / LS, column l % LS.
-        constexpr int LS = SEG / 16, RW = 32 / LS;
-        const size_t wid = ii / 32;
-        const int l = (int)(ii % 32), cb = G / LS;
-        tok[k] = (wid / cb) * RW + l / LS;
-        hg[k] = (int)(wid % cb) * LS + l % LS;
-      }
-      xv[k] = __ldg((const uint4*)(x + tok[k] * H) + hg[k]);
+      size_t tl;
+      int hl;
+      seg_item<SEG>(ii, G, tl, hl);
+      seg_item<SEG_ST>(ii, G, tok[k], hg[k]);  // where the stores go (and the coefficients)
+      xv[k] = __ldg((const uint4*)(x + tl * H) + hl);
 #pragma unroll
-      for (int j = 0; j < 4; ++j) rv[k][j] = __ldg((const uint4*)(r + (tok[k] * 4 + j) * H) + hg[k]);
+      for (int j = 0; j < 4; ++j) rv[k][j] = __ldg((const uint4*)(r + (tl * 4 + j) * H) + hl);
     }
 #pragma unroll
     for (int k = 0; k < 2; ++k) {
@@ -420,16 +432,18 @@ int main(int argc, char** argv) {
              100.0 * gbps / copy_gbps);
     }
   }
-  // Mode 1 with narrower row segments a warp (SEG), on every SM.
+  // Mode 1 with narrower row segments a warp (loads / stores), on every SM.
   {
-    void (*ks[3])(const bf16*, const bf16*, const float*, const float*, bf16*, bf16*, float*, int, int) = {
-        seam_traffic<1, 64>, seam_traffic<1, 128>, seam_traffic<1, 256>};
-    const int segs[3] = {64, 128, 256};
-    for (int v = 0; v < 3; ++v) {
+    void (*ks[5])(const bf16*, const bf16*, const float*, const float*, bf16*, bf16*, float*, int, int) = {
+        seam_traffic<1, 64>, seam_traffic<1, 128>, seam_traffic<1, 256>, seam_traffic<1, 64, 512>,
+        seam_traffic<1, 512, 64>};
+    const int segs[5][2] = {{64, 64}, {128, 128}, {256, 256}, {64, 512}, {512, 64}};
+    for (int v = 0; v < 5; ++v) {
       const float ms = time_it([&] { ks[v]<<<sms, 512>>>(x, r, coef, nw, ro, li, sink, T, H); });
       const double gbps = bytes / (ms * 1e-3) / 1e9;
-      printf("mode 1, %3d-byte row segments a warp, %4d blocks x 512: %8.1f us, %6.0f GB/s, %5.1f %% of copy\n",
-             segs[v], sms, ms * 1e3, gbps, 100.0 * gbps / copy_gbps);
+      printf("mode 1, %3d / %3d-byte row segments a warp (loads / stores), %4d blocks x 512: %8.1f us, %6.0f GB/s, "
+             "%5.1f %% of copy\n",
+             segs[v][0], segs[v][1], sms, ms * 1e3, gbps, 100.0 * gbps / copy_gbps);
     }
   }
   // Mode 2 (the MMA layout and the projection): 7 x 16 blocks, as 7 clusters of 16, where H is a
