@@ -372,6 +372,14 @@ fn stream_kernel(op: Op, claims: bool) -> Option<&'static str> {
     }
 }
 
+/// The kernel and dynamic shared memory of a stream plan's tiles launch for `op` (the claiming
+/// kernel where `plan::stream_claims`, the V4.1 seam's row copies where `plan::stream_row_copies`):
+/// the one rule for the fit check and the launch.
+fn stream_launch(op: Op, p: &SeamPlan) -> Option<(&'static str, u32)> {
+    let name = stream_kernel(op, plan::stream_claims(p))?;
+    Some((name, plan::stream_launch_smem(p, op == Op::Seam)))
+}
+
 /// The cluster kernel of a fused op for tiles of 16 tokens (`mtiles` = 1) or 32 (2), where it
 /// has one (the ops with 24 gates), and its variant that reads fn prepared by `mhc_fn_split`,
 /// where it has one.
@@ -933,10 +941,9 @@ impl CudaEngine {
             && self.stream.get()
             && self.plan_override.get().or(self.env_plan).is_none()
             && let Some(sp) = plan::stream_plan(shape, &p, self.dev.info.sm_count, min_tiles)
-            && let claims = plan::stream_claims(&sp)
-            && let Some(st_name) = stream_kernel(op, claims)
-            // Its 210 KB fit the H100 and H200, not every GPU.
-            && plan::stream_launch_smem(&sp, op == Op::Seam) <= self.dev.max_dynamic_smem(st_name)?
+            && let Some((st_name, st_smem)) = stream_launch(op, &sp)
+            // Its 210-225 KB fit the H100 and H200, not every GPU.
+            && st_smem <= self.dev.max_dynamic_smem(st_name)?
         {
             return Ok(sp);
         }
@@ -1436,12 +1443,8 @@ impl CudaEngine {
                 self.timeline_rows(name.to_string(), (plan.nrec * plan.grid_y) as usize);
         }
         let pdl = self.fused_pdl(call.op);
-        let claims = plan::stream_claims(&plan);
-        let (tiles_name, smem) = match stream_kernel(call.op, claims) {
-            Some(st_name) if plan.stream => (
-                st_name,
-                plan::stream_launch_smem(&plan, call.op == Op::Seam),
-            ),
+        let (tiles_name, smem) = match stream_launch(call.op, &plan) {
+            Some(st) if plan.stream => st,
             _ => (name, plan.smem),
         };
         let mut ptrs = [&mut params as *mut FusedParams as *mut c_void];
