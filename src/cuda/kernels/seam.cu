@@ -1404,13 +1404,15 @@ __device__ __forceinline__ void st_issue(const FusedParams& p, int tile, uint4* 
 // st_issue for mhc_seam_st (ROWS): this thread's share of the copies of tile `tile`, dealt so that
 // each warp instruction reads one tensor's whole row of the group (32 lanes x 16 bytes: the
 // group's 256 channels), not 8 rows x 64 bytes as the computing lanes (g, q) own them. Warp w of
-// the half copies rows w and w + 8; its lane (g, q) the 16 bytes that lane (w, q) of warp g
-// computes. They land in the half's stage blocks (rr * 5 + (0 for x, 1 + i for stream i); row g of
-// a block at g * ST_ROW slots, its 32 columns side by side), the coefficients as st_issue lands
-// them. A thread thus writes other threads' slots: the caller separates a tile's reads of the
-// stage from the next tile's copies by the half's barrier. Why: the seam's traffic with 64-byte
-// row segments a warp reached 79-89 % of the copy bandwidth at T = 16384, with 128 bytes or more
-// 99-102 % (scripts/micro/seam-traffic.cu, PERF_NOTES.md attempt 121).
+// the half copies rows 2w and 2w + 1 (adjacent tokens); its lane (g, q) the 16 bytes of those rows
+// that lane (row % 8, q) of warp g computes. They land in the half's stage blocks (rr * 5 + (0 for
+// x, 1 + i for stream i) for row half rr; row g of a block at g * ST_ROW slots, its 32 columns
+// side by side), the coefficients as st_issue lands them. A thread thus writes other threads'
+// slots: the caller separates a tile's reads of the stage from the next tile's copies by the
+// half's barrier. Why: the seam's traffic with 64-byte row segments a warp reached 79-89 % of the
+// copy bandwidth at T = 16384, with 128 bytes or more 99-102 %, and 64-byte loads cost more than
+// 64-byte stores (scripts/micro/seam-traffic.cu, PERF_NOTES.md attempts 121 and 124). Rows 2w and
+// 2w + 1 measured 0.4-1.6 % faster than rows w and w + 8 at T >= 2048 (attempt 124).
 template <int NIN, int CARRIED>
 __device__ __forceinline__ void st_issue_rows(const FusedParams& p, int tile, uint4* stage, float* scoef, int htid,
                                               int warp, int g, int q, int h) {
@@ -1421,21 +1423,25 @@ __device__ __forceinline__ void st_issue_rows(const FusedParams& p, int tile, ui
   // q) of warp g: its channels are those of chunk grp * 8 + g, i.e. h moved by g - warp chunks.
   const int hc = h + (g - warp) * CHUNK;
   const bool chunk_ok = hc - 8 * q < H;
-  // Rows warp and warp + 8 (row halves rr = 0, 1). Where a row reads nothing (past T, or a chunk
-  // past H) its copies read 0 bytes from row 0's channel 0. One address a row and tensor
-  // (row_streams). A warp's copies write one row's 32 columns side by side (ST_ROW).
-  const int hh = chunk_ok ? hc : 0;
+  // Rows 2 warp and 2 warp + 1, adjacent tokens in the same row half (rr = warp / 4). Where a row
+  // reads nothing (past T, or a chunk past H) its copies read 0 bytes from a valid address: the
+  // first row's, or row 0's channel 0. One address a row and tensor (row_streams).
+  const int tok = row0 + 2 * warp;
+  const bool ok0 = chunk_ok && tok < p.T, ok1 = ok0 && tok + 1 < p.T;
+  const size_t tk = ok0 ? (size_t)tok : 0;
+  const int hh = ok0 ? hc : 0;
+  const bf16_t* xs = p.x + (tk * H + hh);
+  const bf16_t* rs = row_streams(p.residual, tk, H, hh);
+  // The first row's slot of this column in the stage block of its row half.
+  uint4* dst = stage + (warp / 4) * 5 * ST_BLK + (2 * warp % 8) * ST_ROW + 4 * g + q;
 #pragma unroll
-  for (int rr = 0; rr < 2; ++rr) {
-    const int tok = row0 + warp + 8 * rr;
-    const bool ok = chunk_ok && tok < p.T;
+  for (int r2 = 0; r2 < 2; ++r2) {
+    const bool ok = r2 ? ok1 : ok0;
     const int bytes = ok ? 16 : 0;
-    const size_t tk = ok ? (size_t)tok : 0;
-    uint4* dst = stage + rr * 5 * ST_BLK + warp * ST_ROW + 4 * g + q;
-    cp_async16(dst, p.x + (tk * H + hh), bytes);
-    const bf16_t* rs = row_streams(p.residual, tk, H, hh);
+    const int dx = ok1 ? r2 * H : 0, dr = ok1 ? r2 * NS * H : 0;  // the second row: the next token
+    cp_async16(dst + r2 * ST_ROW, xs + dx, bytes);
 #pragma unroll
-    for (int i = 0; i < NIN; ++i) cp_async16(dst + (1 + i) * ST_BLK, rs + i * H, bytes);
+    for (int i = 0; i < NIN; ++i) cp_async16(dst + r2 * ST_ROW + (1 + i) * ST_BLK, rs + dr + i * H, bytes);
   }
   st_issue_coefs<CARRIED>(p, row0, scoef, htid);
   cp_async_commit();
@@ -1479,8 +1485,8 @@ __device__ void seam_stream_body(const FusedParams& p) {
   STAMP(p.timeline, 1);
   pdl_wait();  // everything below reads or writes activations
   STAMP(p.timeline, 2);
-  // Tiles. Without CLAIMS (the host's choice where the group's halves get the same number of
-  // tiles dealt round-robin) a half takes 2 y + hf, then every stride-th tile. With CLAIMS a
+  // Tiles. Without CLAIMS (the host's choice where round-robin deals the group's halves within
+  // 1/16 of the same number of tiles, plan::stream_claims) a half takes 2 y + hf, then every stride-th tile. With CLAIMS a
   // half's first two are dealt so and the rest claimed from the group's counter (p.counters[grp],
   // zero between launches) two tiles ahead, so that the halves that run ahead take the last
   // round's tiles (PERF_NOTES.md attempt 119); the claim's round trip hides behind the tile's
@@ -1578,7 +1584,8 @@ __device__ void seam_stream_body(const FusedParams& p) {
 // One block of two halves per multiprocessor: at most 128 registers per thread.
 // The _claim_st kernels: the halves claim the tiles past their first two (CLAIMS above).
 // mhc_seam_st alone copies whole rows (ROWS, st_issue_rows; plan::stream_launch_smem's larger
-// stage): with the claims the row copies lost 1-6 %, and the V4 seam's were not measured.
+// stage): with the claims the row copies lost 1-6 % (rows w and w + 8), and the V4 seam's were
+// not measured.
 #define SEAM_STREAM_KERNEL(name, CARRIED, CLAIMS, ROWS)                                         \
   extern "C" __global__ void __launch_bounds__(2 * ST_THREADS, 1) name(const FusedParams p) { \
     seam_stream_body<4, 24, CARRIED, CLAIMS, ROWS>(p);                                        \
