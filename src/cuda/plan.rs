@@ -159,14 +159,18 @@ pub fn stream_rounds(p: &SeamPlan) -> u32 {
 const ST_CLAIM_RING_BYTES: u32 = 32;
 
 /// Whether a stream plan's tiles launch takes its claiming variant (`mhc_seam_claim_st`,
-/// `mhc_seam_v4_claim_st`; same bits): where the tiles do not deal evenly over the halves, so
-/// that the halves that run ahead take the last round's tiles instead of a fixed few. Measured on
-/// the H200 (PERF_NOTES.md attempt 119): as one kernel claiming everywhere, -1.6 to -5.2 % at
-/// H = 5120, T = 512-4096, where 32-256 tiles fall unevenly on 12 halves, but +0.8 to +1.0 % where
-/// they deal evenly (H = 4096 and 7168, T = 2048), which this rule leaves to the plain kernel; as
-/// landed, -1.5 to -5.0 % at H = 5120, T = 512-4096 and -1.0 to +0.3 % elsewhere.
+/// `mhc_seam_v4_claim_st`; same bits): where dealing the tiles round-robin would leave the busiest
+/// halves more than 1/16 above the even share (their last round partly empty), so that the halves
+/// that run ahead take the last round's tiles instead of a fixed few. Elsewhere the plain kernel,
+/// which for the V4.1 seam copies whole rows (`stream_row_copies`). Measured on the H200
+/// (PERF_NOTES.md attempts 119 and 124): claiming wherever the tiles deal unevenly gained -1.5 to
+/// -5.0 % at H = 5120, T = 512-4096 over the plain kernel without row copies; against the plain
+/// kernel with them, at H = 5120, claiming still wins at T = 1001 (63 tiles on 12 halves, 14 %
+/// over the share) but loses 1.1-1.6 % at T = 2048, 8192 and 16384 (3.1, 0.8 and 0.8 % over).
 pub fn stream_claims(p: &SeamPlan) -> bool {
-    p.stream && !p.tiles.is_multiple_of(2 * p.grid_y.max(1))
+    let halves = 2 * p.grid_y.max(1);
+    let padded = p.tiles.div_ceil(halves) * halves;
+    p.stream && 16 * (padded - p.tiles) > p.tiles
 }
 
 /// Whether a stream plan's tiles launch copies whole rows of the group (`mhc_seam_st`, the V4.1
@@ -1031,9 +1035,13 @@ mod tests {
     #[test]
     fn tail_parts_fill_the_multiprocessors_with_wide_slices() {
         for h in [4096u32, 5120, 7168, 512, 64] {
-            for tiles in [1u32, 19, 32, 63, 128, 129, 133, 188, 264, 265, 1024] {
+            for tiles in [
+                1u32, 8, 12, 13, 19, 32, 63, 128, 129, 133, 188, 264, 265, 1024,
+            ] {
                 let n = tail_parts(tiles, h, 132);
-                assert!((1..=4).contains(&n), "{h} {tiles}: {n}");
+                // At most 8, and 8 only while the tails' blocks stay within 3/4 of the SMs.
+                assert!((1..=8).contains(&n), "{h} {tiles}: {n}");
+                assert!(n <= 4 || 4 * tiles * n <= 3 * 132, "{h} {tiles}: {n}");
                 // Each slice at least 64 vectors of 8 channels where H has them.
                 assert!(n == 1 || h / 8 / n >= 64, "{h} {tiles}: {n}");
                 // No more blocks than two a multiprocessor take at once, or two such waves
@@ -1205,10 +1213,15 @@ mod tests {
         assert!(claims(1001, 5120));
         assert!(!claims(384, 5120)); // 24 tiles: two rounds of 12
         assert!(claims(385, 5120)); // 25 tiles: the 25th in a third round
+        // Unevenly but within 1/16 of the even share: 128 tiles in 11 rounds of 12 (132 places),
+        // 1024 in 86 (1032).
+        assert!(!claims(2048, 5120));
+        assert!(!claims(16384, 5120));
         // H = 4096: 16 groups, 8 blocks: 32 and 128 tiles deal evenly over 16 halves.
         assert!(!claims(497, 4096));
         assert!(!claims(2048, 4096));
-        assert!(claims(1001, 4096)); // 63 tiles
+        assert!(claims(700, 4096)); // 44 tiles in 3 rounds of 16 (48 places: 9 % over)
+        assert!(!claims(1001, 4096)); // 63 tiles in 64 places
         // H = 7168: 28 groups, 4 blocks: 8 halves.
         assert!(!claims(2048, 7168));
         assert!(claims(300, 7168)); // 19 tiles
@@ -1240,9 +1253,14 @@ mod tests {
                 assert!(s.nrec * s.grid_y <= 132 && s.tiles > 2 * (s.grid_y - 1));
                 assert_eq!(s.grid_y, (132 / s.nrec).min(s.tiles.div_ceil(2)), "{t} {h}");
                 assert!(s.tiles >= STREAM_MIN_TILES);
-                // The claiming kernel exactly where the tiles do not deal evenly over the halves,
-                // and its ring still fits beside the plan's shared memory.
-                assert_eq!(stream_claims(&s), s.tiles % (2 * s.grid_y) != 0, "{t} {h}");
+                // The claiming kernel exactly where the round-robin's places exceed the tiles by
+                // more than 1/16, and its ring still fits beside the plan's shared memory.
+                let places = s.tiles.div_ceil(2 * s.grid_y) * 2 * s.grid_y;
+                assert_eq!(
+                    stream_claims(&s),
+                    16 * (places - s.tiles) > s.tiles,
+                    "{t} {h}"
+                );
                 assert!(s.smem + ST_CLAIM_RING_BYTES <= 227 * 1024, "{t} {h}");
                 // The V4.1 seam's plain kernel copies whole rows into its larger stage, which
                 // fits too; the claiming kernels and the V4 seam's keep the plan's stage.
