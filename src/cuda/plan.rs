@@ -92,12 +92,16 @@ pub fn tail_parts_override() -> Result<Option<u32>> {
 /// 16 rows x H alone, a chain of six memory round trips on 32-128 SMs at T = 512-2048 (the tails
 /// launch took 20-24 us there, PERF_NOTES.md attempt 62). As many parts as fill two blocks a
 /// multiprocessor, each slice at least 64 vectors of 8 channels, at most 4 (8 lost to 4 at
-/// T = 300 by 4-17 % and matched it at T = 512 on the H200). Where one block a tile already
+/// T = 300 by 4-17 % and matched it at T = 512 on the H200), but up to 8 where eight a tile stay
+/// within three quarters of the multiprocessors (tiles <= 12 on the H200, T = 113-192, where the
+/// stream launch leaves SMs idle): -0.2 to -1.9 % against 4 at every H but one point (+0.1 %),
+/// while from 14 tiles on 8 lost 0.3-1.8 % (attempt 124). Where one block a tile already
 /// takes more than one a multiprocessor (tiles in (sms, 2 sms], T = 2113-4224 on the H200), still
 /// two: against one, -0.5 to -6.8 % at T = 2500-4096 at every H, where 4 lost at T >= 3500
 /// (attempt 67).
 pub fn tail_parts(tiles: u32, h: u32, sms: u32) -> u32 {
-    let widest = (h / 8 / 64).clamp(1, 4);
+    let most = if 8 * 4 * tiles <= 3 * sms { 8 } else { 4 };
+    let widest = (h / 8 / 64).clamp(1, most);
     let parts = if tiles <= 2 * sms {
         ((2 * sms) / tiles.max(1)).max(2)
     } else {
@@ -1057,6 +1061,10 @@ mod tests {
                 );
             }
         }
+        assert_eq!(tail_parts(8, 5120, 132), 8); // T = 128 at V4.1-Flash
+        assert_eq!(tail_parts(12, 4096, 132), 8); // T = 192
+        assert_eq!(tail_parts(13, 7168, 132), 4); // T = 208
+        assert_eq!(tail_parts(8, 512, 132), 1); // H too narrow for two slices of 64 vectors
         assert_eq!(tail_parts(32, 5120, 132), 4); // T = 512 at V4.1-Flash
         assert_eq!(tail_parts(63, 5120, 132), 4); // T = 1001
         assert_eq!(tail_parts(128, 5120, 132), 2); // T = 2048
