@@ -376,7 +376,7 @@ fn stream_kernel(op: Op, claims: bool) -> Option<&'static str> {
 /// kernel where `plan::stream_claims`, the V4.1 seam's row copies where `plan::stream_row_copies`):
 /// the one rule for the fit check and the launch.
 fn stream_launch(op: Op, p: &SeamPlan) -> Option<(&'static str, u32)> {
-    let name = stream_kernel(op, plan::stream_claims(p))?;
+    let name = stream_kernel(op, plan::stream_claims(p, op == Op::Seam))?;
     Some((name, plan::stream_launch_smem(p, op == Op::Seam)))
 }
 

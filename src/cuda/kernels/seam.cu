@@ -1485,8 +1485,8 @@ __device__ void seam_stream_body(const FusedParams& p) {
   STAMP(p.timeline, 1);
   pdl_wait();  // everything below reads or writes activations
   STAMP(p.timeline, 2);
-  // Tiles. Without CLAIMS (the host's choice where round-robin deals the group's halves within
-  // 1/16 of the same number of tiles, plan::stream_claims) a half takes 2 y + hf, then every stride-th tile. With CLAIMS a
+  // Tiles. Without CLAIMS (the host's choice, plan::stream_claims: where round-robin deals the
+  // group's halves the same number of tiles, for the V4.1 seam within 1/16 of it) a half takes 2 y + hf, then every stride-th tile. With CLAIMS a
   // half's first two are dealt so and the rest claimed from the group's counter (p.counters[grp],
   // zero between launches) two tiles ahead, so that the halves that run ahead take the last
   // round's tiles (PERF_NOTES.md attempt 119); the claim's round trip hides behind the tile's
