@@ -1486,16 +1486,16 @@ __device__ void seam_stream_body(const FusedParams& p) {
   pdl_wait();  // everything below reads or writes activations
   STAMP(p.timeline, 2);
   // Tiles. Without CLAIMS (the host's choice, plan::stream_claims: where round-robin deals the
-  // group's halves the same number of tiles, for the V4.1 seam within 1/16 of it) a half takes 2 y + hf, then every stride-th tile. With CLAIMS a
-  // half's first two are dealt so and the rest claimed from the group's counter (p.counters[grp],
-  // zero between launches) two tiles ahead, so that the halves that run ahead take the last
-  // round's tiles (PERF_NOTES.md attempt 119); the claim's round trip hides behind the tile's
-  // post_map. The claimed tiles sit in a ring after the halves' areas (ST_CLAIM_RING_BYTES more
-  // dynamic shared memory), not in registers (the kernel must fit 128): during iteration `it`,
-  // [it % 3] is this tile, [(it + 1) % 3] the next, and thread 0 writes the claimed one into
-  // [(it + 2) % 3], read from the next iteration on. A half claims while its next tile exists,
-  // until it draws past the last tile; the group's last claim resets the counter. The two
-  // variants are separate kernels: a run-time switch cost 2-4 % where no claim ran.
+  // group's halves the same number of tiles, for the V4.1 seam within 1/16 of it) a half takes 2 y +
+  // hf, then every stride-th tile. With CLAIMS a half's first two are dealt so and the rest claimed
+  // from the group's counter (p.counters[grp], zero between launches) two tiles ahead, so that the
+  // halves that run ahead take the last round's tiles (PERF_NOTES.md attempt 119); the claim's round
+  // trip hides behind the tile's post_map. The claimed tiles sit in a ring after the halves' areas
+  // (ST_CLAIM_RING_BYTES more dynamic shared memory), not in registers (the kernel must fit 128):
+  // during iteration `it`, [it % 3] is this tile, [(it + 1) % 3] the next, and thread 0 writes the
+  // claimed one into [(it + 2) % 3], read from the next iteration on. A half claims while its next
+  // tile exists, until it draws past the last tile; the group's last claim resets the counter. The
+  // two variants are separate kernels: a run-time switch cost 2-4 % where no claim ran.
   int(*s_ring)[4] = (int(*)[4])(smem + FNB + 2 * HALF);  // [2][4], CLAIMS only
   int tile = blockIdx.y * 2 + hf;
   if (CLAIMS && htid == 0) {
