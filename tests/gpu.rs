@@ -689,12 +689,12 @@ fn the_stream_tiles_launch_gives_the_same_bits() {
         (Op::Seam, ["mhc_seam_st", "mhc_seam (tails)"]),
         (Op::SeamV4, ["mhc_seam_v4_st", "mhc_seam_v4 (tails)"]),
     ] {
-        // Both stream kernels must run: the plain one where the tiles deal evenly over the
-        // halves (the V4.1 seam: within 1/16 of evenly), the claiming one elsewhere
-        // (plan::stream_claims; on the H200 H = 4096, T = 497 deals 32 tiles over 16 halves,
-        // H = 5120, T = 497 32 over 12). Of these T the V4 seam takes its stream launch only at
-        // 2053 (129 tiles, uneven at every H), so H = 4096 adds T = 4096 (256 tiles over 16
-        // halves).
+        // Both stream kernels must run: the plain one where round-robin deals the tiles within
+        // 1/16 of evenly over the halves, the claiming one elsewhere (plan::stream_claims; on the
+        // H200 H = 4096, T = 497 deals 32 tiles over 16 halves, H = 5120, T = 497 32 over 12).
+        // Of these T the V4 seam takes its stream launch only at 2053 (129 tiles: claimed at
+        // H = 4096, 144 places; plain at 5120 and 7168, 132 and 136), and H = 4096 adds T = 4096
+        // (256 tiles over 16 halves).
         let mut seen = std::collections::BTreeSet::new();
         for h in [4096, 5120, 7168] {
             let c = cfg(4, h);

@@ -164,28 +164,27 @@ const ST_CLAIM_RING_BYTES: u32 = 32;
 
 /// Whether a stream plan's tiles launch for the V4.1 seam (`carried`) or the V4 seam takes its
 /// claiming variant (`mhc_seam_claim_st`, `mhc_seam_v4_claim_st`; same bits), so that the halves
-/// that run ahead take the last round's tiles instead of a fixed few. The V4 seam claims wherever
-/// the tiles do not deal evenly over the halves; the V4.1 seam only where round-robin would leave
-/// the busiest halves more than 1/16 above the even share (their last round partly empty), and
-/// elsewhere takes its plain kernel, which copies whole rows (`stream_row_copies`). Measured on the
-/// H200 (PERF_NOTES.md attempts 119 and 124): claiming wherever the tiles deal unevenly gained
+/// that run ahead take the last round's tiles instead of a fixed few: only where round-robin would
+/// leave the busiest halves more than 1/16 above the even share (their last round partly empty).
+/// Elsewhere the plain kernel, which copies whole rows (`stream_row_copies`). Measured on the H200
+/// (PERF_NOTES.md attempts 119, 124 and 125): claiming wherever the tiles deal unevenly gained
 /// -1.5 to -5.0 % at H = 5120, T = 512-4096 over the plain kernel without row copies. Against the
 /// plain kernel with them, the V4.1 seam at H = 5120 still gains by claiming at T = 1001 (63 tiles
 /// on 12 halves, 14 % over the share) but loses 1.1-1.6 % at T = 2048, 8192 and 16384 (3.1, 0.8
-/// and 0.8 % over); the V4 seam's plain kernel (no row copies) lost 1.2 % at H = 5120, T = 16384.
-pub fn stream_claims(p: &SeamPlan, carried: bool) -> bool {
+/// and 0.8 % over). (`carried` is kept for the callers; both seams take the same rule.)
+pub fn stream_claims(p: &SeamPlan, _carried: bool) -> bool {
     let halves = 2 * p.grid_y.max(1);
     let padded = p.tiles.div_ceil(halves) * halves;
-    p.stream && padded > p.tiles && (!carried || 16 * (padded - p.tiles) > p.tiles)
+    p.stream && 16 * (padded - p.tiles) > p.tiles
 }
 
-/// Whether a stream plan's tiles launch copies whole rows of the group (`mhc_seam_st`, the V4.1
-/// seam's plain kernel: each warp instruction reads 512 contiguous bytes of one row instead of 8
-/// rows x 64 bytes; a larger stage). Measured on the H200 (PERF_NOTES.md attempt 122): -0.7 to
-/// -3.3 % at H = 4096 and 7168 where the tiles deal evenly; with the claims +1.2 to +6 %, so the
-/// claiming kernels keep the lanes' own copies, as does the V4 seam's (not measured).
+/// Whether a stream plan's tiles launch copies whole rows of the group (the plain kernels
+/// `mhc_seam_st` and `mhc_seam_v4_st`: each warp instruction reads 512 contiguous bytes of one row
+/// instead of 8 rows x 64 bytes; a larger stage). Measured on the H200 (PERF_NOTES.md attempts
+/// 122, 124 and 125): the V4.1 seam -0.7 to -3.3 % at H = 4096 and 7168 where the tiles deal
+/// evenly; with the claims +1.2 to +6 %, so the claiming kernels keep the lanes' own copies.
 pub fn stream_row_copies(p: &SeamPlan, carried: bool) -> bool {
-    p.stream && carried && !stream_claims(p, true)
+    p.stream && !stream_claims(p, carried)
 }
 
 /// Dynamic shared memory of a stream plan's tiles launch for the V4.1 seam (`carried`) or the V4
@@ -1218,29 +1217,27 @@ mod tests {
             let p = plan(shape, t, h, 132, &occ, None).unwrap();
             stream_plan(shape, &p, 132, STREAM_MIN_TILES).unwrap()
         };
-        // The V4.1 seam (carried pre-mix).
-        let claims = |t: usize, h: usize| stream_claims(&stream(t, h), true);
-        // The V4 seam: wherever the tiles deal unevenly.
-        let claims_v4 = |t: usize, h: usize| stream_claims(&stream(t, h), false);
+        // Both seams take the same rule.
+        let claims = |t: usize, h: usize| {
+            let s = stream(t, h);
+            let c = stream_claims(&s, true);
+            assert_eq!(c, stream_claims(&s, false), "{t} {h}");
+            c
+        };
         // H = 5120: 20 groups, 6 blocks of two halves each on 132 SMs.
         assert!(claims(497, 5120)); // 32 tiles on 12 halves
         assert!(claims(1001, 5120));
         assert!(!claims(384, 5120)); // 24 tiles: two rounds of 12
-        assert!(!claims_v4(384, 5120));
         assert!(claims(385, 5120)); // 25 tiles: the 25th in a third round
         // Unevenly but within 1/16 of the even share: 128 tiles in 11 rounds of 12 (132 places),
-        // 1024 in 86 (1032). The V4 seam claims there.
+        // 1024 in 86 (1032).
         assert!(!claims(2048, 5120));
         assert!(!claims(16384, 5120));
-        assert!(claims_v4(2048, 5120));
-        assert!(claims_v4(16384, 5120));
         // H = 4096: 16 groups, 8 blocks: 32 and 128 tiles deal evenly over 16 halves.
         assert!(!claims(497, 4096));
         assert!(!claims(2048, 4096));
-        assert!(!claims_v4(2048, 4096));
         assert!(claims(700, 4096)); // 44 tiles in 3 rounds of 16 (48 places: 9 % over)
         assert!(!claims(1001, 4096)); // 63 tiles in 64 places
-        assert!(claims_v4(1001, 4096));
         // H = 7168: 28 groups, 4 blocks: 8 halves.
         assert!(!claims(2048, 7168));
         assert!(claims(300, 7168)); // 19 tiles
@@ -1275,22 +1272,20 @@ mod tests {
                 assert!(s.nrec * s.grid_y <= 132 && s.tiles > 2 * (s.grid_y - 1));
                 assert_eq!(s.grid_y, (132 / s.nrec).min(s.tiles.div_ceil(2)), "{t} {h}");
                 assert!(s.tiles >= STREAM_MIN_TILES);
-                // The claiming kernel exactly where the round-robin's places exceed the tiles
-                // (the V4.1 seam: by more than 1/16), and its ring still fits beside the plan's
-                // shared memory.
+                // The claiming kernel exactly where the round-robin's places exceed the tiles by
+                // more than 1/16, and its ring still fits beside the plan's shared memory.
                 let places = s.tiles.div_ceil(2 * s.grid_y) * 2 * s.grid_y;
-                assert_eq!(stream_claims(&s, false), places > s.tiles, "{t} {h}");
                 assert_eq!(
                     stream_claims(&s, true),
                     16 * (places - s.tiles) > s.tiles,
                     "{t} {h}"
                 );
                 assert!(s.smem + ST_CLAIM_RING_BYTES <= 227 * 1024, "{t} {h}");
-                // The V4.1 seam's plain kernel copies whole rows into its larger stage, which
-                // fits too; the claiming kernels and the V4 seam's keep the plan's stage.
+                // The plain kernels copy whole rows into their larger stage, which fits too; the
+                // claiming kernels keep the plan's stage.
                 for carried in [false, true] {
                     let rows = stream_row_copies(&s, carried);
-                    assert_eq!(rows, carried && !stream_claims(&s, true), "{t} {h}");
+                    assert_eq!(rows, !stream_claims(&s, carried), "{t} {h}");
                     let smem = stream_launch_smem(&s, carried);
                     assert!(smem <= 227 * 1024, "{t} {h} {smem}");
                     assert_eq!(smem > s.smem, rows || stream_claims(&s, carried), "{t} {h}");

@@ -1591,7 +1591,7 @@ __device__ void seam_stream_body(const FusedParams& p) {
     seam_stream_body<4, 24, CARRIED, CLAIMS, ROWS>(p);                                        \
   }
 SEAM_STREAM_KERNEL(mhc_seam_st, 1, false, true)
-SEAM_STREAM_KERNEL(mhc_seam_v4_st, 0, false, false)
+SEAM_STREAM_KERNEL(mhc_seam_v4_st, 0, false, true)
 SEAM_STREAM_KERNEL(mhc_seam_claim_st, 1, true, false)
 SEAM_STREAM_KERNEL(mhc_seam_v4_claim_st, 0, true, false)
 
