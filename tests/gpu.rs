@@ -702,10 +702,7 @@ fn the_stream_tiles_launch_gives_the_same_bits() {
             for &t in [300, 497, 1001, 2053].iter().chain(even) {
                 e.set_stream_tiles(true);
                 let sp = e.plan_for(op, t, h, false).unwrap().unwrap();
-                let (stream, claims) = (
-                    sp.stream,
-                    mhc::cuda::plan::stream_claims(&sp, op == Op::Seam),
-                );
+                let (stream, claims) = (sp.stream, mhc::cuda::plan::stream_claims(&sp));
                 assert!(stream || t < 2053, "{op} H={h} T={t}: no stream plan");
                 for (norm, fp8) in [(true, true), (true, false), (false, false)] {
                     let spec = InputSpec {

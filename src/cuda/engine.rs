@@ -373,11 +373,11 @@ fn stream_kernel(op: Op, claims: bool) -> Option<&'static str> {
 }
 
 /// The kernel and dynamic shared memory of a stream plan's tiles launch for `op` (the claiming
-/// kernel where `plan::stream_claims`, the V4.1 seam's row copies where `plan::stream_row_copies`):
+/// kernel where `plan::stream_claims`, the plain kernels' row copies elsewhere):
 /// the one rule for the fit check and the launch.
 fn stream_launch(op: Op, p: &SeamPlan) -> Option<(&'static str, u32)> {
-    let name = stream_kernel(op, plan::stream_claims(p, op == Op::Seam))?;
-    Some((name, plan::stream_launch_smem(p, op == Op::Seam)))
+    let name = stream_kernel(op, plan::stream_claims(p))?;
+    Some((name, plan::stream_launch_smem(p)))
 }
 
 /// The cluster kernel of a fused op for tiles of 16 tokens (`mtiles` = 1) or 32 (2), where it

@@ -63,7 +63,7 @@ const ST_THREADS: usize = 256;
 /// warps' partials and sums of squares.
 const ST_HALF_BYTES: usize =
     10 * ST_THREADS * 16 + 2 * MAXTT * COEF * 4 + 8 * MAXTT * 24 * 4 + 8 * MAXTT * 2 * 8;
-/// What the row copies' stage (`mhc_seam_st`: ST_STAGE_ROWS_BYTES in kernels/seam.cu, 10 blocks
+/// What the row copies' stage (the plain stream kernels: ST_STAGE_ROWS_BYTES in kernels/seam.cu, 10 blocks
 /// of 8 rows 36 slots of 16 bytes apart) adds to each half.
 const ST_ROWS_EXTRA_BYTES: usize = 10 * 8 * 36 * 16 - 10 * ST_THREADS * 16;
 
@@ -162,8 +162,7 @@ pub fn stream_rounds(p: &SeamPlan) -> u32 {
 /// (kernels/seam.cu, the halves' rings of claimed tiles).
 const ST_CLAIM_RING_BYTES: u32 = 32;
 
-/// Whether a stream plan's tiles launch for the V4.1 seam (`carried`) or the V4 seam takes its
-/// claiming variant (`mhc_seam_claim_st`, `mhc_seam_v4_claim_st`; same bits), so that the halves
+/// Whether a stream plan's tiles launch (either seam) takes its claiming variant (`mhc_seam_claim_st`, `mhc_seam_v4_claim_st`; same bits), so that the halves
 /// that run ahead take the last round's tiles instead of a fixed few: only where round-robin would
 /// leave the busiest halves more than 1/16 above the even share (their last round partly empty).
 /// Elsewhere the plain kernel, which copies whole rows (`stream_row_copies`). Measured on the H200
@@ -171,8 +170,9 @@ const ST_CLAIM_RING_BYTES: u32 = 32;
 /// -1.5 to -5.0 % at H = 5120, T = 512-4096 over the plain kernel without row copies. Against the
 /// plain kernel with them, the V4.1 seam at H = 5120 still gains by claiming at T = 1001 (63 tiles
 /// on 12 halves, 14 % over the share) but loses 1.1-1.6 % at T = 2048, 8192 and 16384 (3.1, 0.8
-/// and 0.8 % over). (`carried` is kept for the callers; both seams take the same rule.)
-pub fn stream_claims(p: &SeamPlan, _carried: bool) -> bool {
+/// and 0.8 % over); the V4 seam's plain kernel with row copies -1.5 to -2.6 % at every H,
+/// T = 1001-16384, against claiming wherever uneven without them.
+pub fn stream_claims(p: &SeamPlan) -> bool {
     let halves = 2 * p.grid_y.max(1);
     let padded = p.tiles.div_ceil(halves) * halves;
     p.stream && 16 * (padded - p.tiles) > p.tiles
@@ -183,22 +183,21 @@ pub fn stream_claims(p: &SeamPlan, _carried: bool) -> bool {
 /// instead of 8 rows x 64 bytes; a larger stage). Measured on the H200 (PERF_NOTES.md attempts
 /// 122, 124 and 125): the V4.1 seam -0.7 to -3.3 % at H = 4096 and 7168 where the tiles deal
 /// evenly; with the claims +1.2 to +6 %, so the claiming kernels keep the lanes' own copies.
-pub fn stream_row_copies(p: &SeamPlan, carried: bool) -> bool {
-    p.stream && !stream_claims(p, carried)
+pub fn stream_row_copies(p: &SeamPlan) -> bool {
+    p.stream && !stream_claims(p)
 }
 
-/// Dynamic shared memory of a stream plan's tiles launch for the V4.1 seam (`carried`) or the V4
-/// seam: the plan's, the claiming variant's rings where it takes that variant (`stream_claims`),
-/// and the row copies' larger stage where those run (`stream_row_copies`). The one rule for the
-/// fit check and the launch.
-pub fn stream_launch_smem(p: &SeamPlan, carried: bool) -> u32 {
+/// Dynamic shared memory of a stream plan's tiles launch (either seam): the plan's, and the
+/// claiming variant's rings where it takes that variant (`stream_claims`), else the row copies'
+/// larger stage (`stream_row_copies`). The one rule for the fit check and the launch.
+pub fn stream_launch_smem(p: &SeamPlan) -> u32 {
     p.smem
-        + if stream_claims(p, carried) {
+        + if stream_claims(p) {
             ST_CLAIM_RING_BYTES
         } else {
             0
         }
-        + if stream_row_copies(p, carried) {
+        + if stream_row_copies(p) {
             2 * ST_ROWS_EXTRA_BYTES as u32
         } else {
             0
@@ -1217,13 +1216,7 @@ mod tests {
             let p = plan(shape, t, h, 132, &occ, None).unwrap();
             stream_plan(shape, &p, 132, STREAM_MIN_TILES).unwrap()
         };
-        // Both seams take the same rule.
-        let claims = |t: usize, h: usize| {
-            let s = stream(t, h);
-            let c = stream_claims(&s, true);
-            assert_eq!(c, stream_claims(&s, false), "{t} {h}");
-            c
-        };
+        let claims = |t: usize, h: usize| stream_claims(&stream(t, h));
         // H = 5120: 20 groups, 6 blocks of two halves each on 132 SMs.
         assert!(claims(497, 5120)); // 32 tiles on 12 halves
         assert!(claims(1001, 5120));
@@ -1242,12 +1235,9 @@ mod tests {
         assert!(!claims(2048, 7168));
         assert!(claims(300, 7168)); // 19 tiles
         // A tile kernel plan never claims.
-        for carried in [false, true] {
-            assert!(!stream_claims(
-                &plan(shape, 497, 5120, 132, &occ, None).unwrap(),
-                carried
-            ));
-        }
+        assert!(!stream_claims(
+            &plan(shape, 497, 5120, 132, &occ, None).unwrap()
+        ));
     }
 
     #[test]
@@ -1276,20 +1266,19 @@ mod tests {
                 // more than 1/16, and its ring still fits beside the plan's shared memory.
                 let places = s.tiles.div_ceil(2 * s.grid_y) * 2 * s.grid_y;
                 assert_eq!(
-                    stream_claims(&s, true),
+                    stream_claims(&s),
                     16 * (places - s.tiles) > s.tiles,
                     "{t} {h}"
                 );
                 assert!(s.smem + ST_CLAIM_RING_BYTES <= 227 * 1024, "{t} {h}");
                 // The plain kernels copy whole rows into their larger stage, which fits too; the
                 // claiming kernels keep the plan's stage.
-                for carried in [false, true] {
-                    let rows = stream_row_copies(&s, carried);
-                    assert_eq!(rows, !stream_claims(&s, carried), "{t} {h}");
-                    let smem = stream_launch_smem(&s, carried);
-                    assert!(smem <= 227 * 1024, "{t} {h} {smem}");
-                    assert_eq!(smem > s.smem, rows || stream_claims(&s, carried), "{t} {h}");
-                }
+                let rows = stream_row_copies(&s);
+                assert_eq!(rows, !stream_claims(&s), "{t} {h}");
+                let smem = stream_launch_smem(&s);
+                assert!(smem <= 227 * 1024, "{t} {h} {smem}");
+                // Every stream launch takes more than the plan's: the rings or the larger stage.
+                assert!(smem > s.smem, "{t} {h}");
                 // A higher minimum (MHC_STREAM_MIN_TILES) keeps the tile kernel below it.
                 let min128 = stream_plan(shape, &p, 132, 128);
                 assert_eq!(min128.is_some(), p.tiles >= 128, "{t} {h}");

@@ -1343,11 +1343,11 @@ SEAM_TAILS_KERNEL(mhc_final_tails, 0, 4, 0)
 #define ST_NV 10                                   // vectors a thread stages per tile (2 rows x 5)
 #define ST_THREADS 256                             // threads of a half
 #define ST_STAGE_BYTES (ST_NV * ST_THREADS * 16)   // 40960
-// The row copies' stage (mhc_seam_st, st_issue_rows): a block (one row half rr of one tensor:
-// 8 rows x 32 columns of 16 bytes) keeps its rows 36 slots apart, so that the copies write a
-// row's 32 columns side by side and the computing lanes (rows g, g + 1 in one phase) read 576
-// bytes apart, in different banks (copied into the computing threads' own slots instead, 8-way
-// bank conflicts on the copies, the A/B lost 5-12 %).
+// The row copies' stage (the plain stream kernels, st_issue_rows): a block (one row half rr of one
+// tensor: 8 rows x 32 columns of 16 bytes) keeps its rows 36 slots apart, so that the copies write
+// a row's 32 columns side by side and the computing lanes (rows g, g + 1 in one phase) read 576
+// bytes apart, in different banks (copied into the computing threads' own slots instead, 8-way bank
+// conflicts on the copies, the A/B lost 5-12 %).
 #define ST_ROW 36                                   // 16-byte slots a staged row
 #define ST_BLK (8 * ST_ROW)                         // slots a stage block (rr, tensor)
 #define ST_STAGE_ROWS_BYTES (ST_NV * ST_BLK * 16)   // 46080
@@ -1401,7 +1401,7 @@ __device__ __forceinline__ void st_issue(const FusedParams& p, int tile, uint4* 
   cp_async_commit();
 }
 
-// st_issue for mhc_seam_st (ROWS): this thread's share of the copies of tile `tile`, dealt so that
+// st_issue for the plain stream kernels (ROWS): this thread's share of the copies of tile `tile`, dealt so that
 // each warp instruction reads one tensor's whole row of the group (32 lanes x 16 bytes: the
 // group's 256 channels), not 8 rows x 64 bytes as the computing lanes (g, q) own them. Warp w of
 // the half copies rows 2w and 2w + 1 (adjacent tokens); its lane (g, q) the 16 bytes of those rows
@@ -1583,9 +1583,9 @@ __device__ void seam_stream_body(const FusedParams& p) {
 
 // One block of two halves per multiprocessor: at most 128 registers per thread.
 // The _claim_st kernels: the halves claim the tiles past their first two (CLAIMS above).
-// mhc_seam_st alone copies whole rows (ROWS, st_issue_rows; plan::stream_launch_smem's larger
-// stage): with the claims the row copies lost 1-6 % (rows w and w + 8), and the V4 seam's were
-// not measured.
+// The plain kernels copy whole rows (ROWS, st_issue_rows; plan::stream_launch_smem's larger
+// stage): with the claims the row copies lost 1-6 % (rows w and w + 8; PERF_NOTES.md attempt 122),
+// without them they gained 1-4 % (attempts 122, 124 and 125).
 #define SEAM_STREAM_KERNEL(name, CARRIED, CLAIMS, ROWS)                                         \
   extern "C" __global__ void __launch_bounds__(2 * ST_THREADS, 1) name(const FusedParams p) { \
     seam_stream_body<4, 24, CARRIED, CLAIMS, ROWS>(p);                                        \
