@@ -63,8 +63,8 @@ const ST_THREADS: usize = 256;
 /// warps' partials and sums of squares.
 const ST_HALF_BYTES: usize =
     10 * ST_THREADS * 16 + 2 * MAXTT * COEF * 4 + 8 * MAXTT * 24 * 4 + 8 * MAXTT * 2 * 8;
-/// What the row copies' stage (the plain stream kernels: ST_STAGE_ROWS_BYTES in kernels/seam.cu, 10 blocks
-/// of 8 rows 36 slots of 16 bytes apart) adds to each half.
+/// What the row copies' stage (the plain stream kernels: ST_STAGE_ROWS_BYTES in kernels/seam.cu, 10
+/// blocks of 8 rows 36 slots of 16 bytes apart) adds to each half.
 const ST_ROWS_EXTRA_BYTES: usize = 10 * 8 * 36 * 16 - 10 * ST_THREADS * 16;
 
 /// `MHC_STREAM=0|1`, if set: whether the seams' tiles launch at large T takes the stream variant
@@ -162,16 +162,17 @@ pub fn stream_rounds(p: &SeamPlan) -> u32 {
 /// (kernels/seam.cu, the halves' rings of claimed tiles).
 const ST_CLAIM_RING_BYTES: u32 = 32;
 
-/// Whether a stream plan's tiles launch (either seam) takes its claiming variant (`mhc_seam_claim_st`, `mhc_seam_v4_claim_st`; same bits), so that the halves
-/// that run ahead take the last round's tiles instead of a fixed few: only where round-robin would
-/// leave the busiest halves more than 1/16 above the even share (their last round partly empty).
-/// Elsewhere the plain kernel, which copies whole rows (`stream_row_copies`). Measured on the H200
-/// (PERF_NOTES.md attempts 119, 124 and 125): claiming wherever the tiles deal unevenly gained
-/// -1.5 to -5.0 % at H = 5120, T = 512-4096 over the plain kernel without row copies. Against the
-/// plain kernel with them, the V4.1 seam at H = 5120 still gains by claiming at T = 1001 (63 tiles
-/// on 12 halves, 14 % over the share) but loses 1.1-1.6 % at T = 2048, 8192 and 16384 (3.1, 0.8
-/// and 0.8 % over); the V4 seam's plain kernel with row copies -1.5 to -2.6 % at every H,
-/// T = 1001-16384, against claiming wherever uneven without them.
+/// Whether a stream plan's tiles launch (either seam) takes its claiming variant
+/// (`mhc_seam_claim_st`, `mhc_seam_v4_claim_st`; same bits), so that the halves that run ahead take
+/// the last round's tiles instead of a fixed few: only where round-robin would leave the busiest
+/// halves more than 1/16 above the even share (their last round partly empty). Elsewhere the plain
+/// kernel, which copies whole rows (`stream_row_copies`). Measured on the H200 (PERF_NOTES.md
+/// attempts 119, 124 and 125): claiming wherever the tiles deal unevenly gained -1.5 to -5.0 % at H
+/// = 5120, T = 512-4096 over the plain kernel without row copies. Against the plain kernel with
+/// them, the V4.1 seam at H = 5120 still gains by claiming at T = 1001 (63 tiles on 12 halves, 14 %
+/// over the share) but loses 1.1-1.6 % at T = 2048, 8192 and 16384 (3.1, 0.8 and 0.8 % over); the
+/// V4 seam's plain kernel with row copies -1.5 to -2.6 % at every H, T = 1001-16384, against
+/// claiming wherever uneven without them.
 pub fn stream_claims(p: &SeamPlan) -> bool {
     let halves = 2 * p.grid_y.max(1);
     let padded = p.tiles.div_ceil(halves) * halves;

@@ -1401,18 +1401,18 @@ __device__ __forceinline__ void st_issue(const FusedParams& p, int tile, uint4* 
   cp_async_commit();
 }
 
-// st_issue for the plain stream kernels (ROWS): this thread's share of the copies of tile `tile`, dealt so that
-// each warp instruction reads one tensor's whole row of the group (32 lanes x 16 bytes: the
-// group's 256 channels), not 8 rows x 64 bytes as the computing lanes (g, q) own them. Warp w of
-// the half copies rows 2w and 2w + 1 (adjacent tokens); its lane (g, q) the 16 bytes of those rows
-// that lane (row % 8, q) of warp g computes. They land in the half's stage blocks (rr * 5 + (0 for
-// x, 1 + i for stream i) for row half rr; row g of a block at g * ST_ROW slots, its 32 columns
-// side by side), the coefficients as st_issue lands them. A thread thus writes other threads'
-// slots: the caller separates a tile's reads of the stage from the next tile's copies by the
-// half's barrier. Why: the seam's traffic with 64-byte row segments a warp reached 79-89 % of the
-// copy bandwidth at T = 16384, with 128 bytes or more 99-102 %, and 64-byte loads cost more than
-// 64-byte stores (scripts/micro/seam-traffic.cu, PERF_NOTES.md attempts 121 and 124). Rows 2w and
-// 2w + 1 measured 0.4-1.6 % faster than rows w and w + 8 at T >= 2048 (attempt 124).
+// st_issue for the plain stream kernels (ROWS): this thread's share of the copies of tile `tile`,
+// dealt so that each warp instruction reads one tensor's whole row of the group (32 lanes x 16
+// bytes: the group's 256 channels), not 8 rows x 64 bytes as the computing lanes (g, q) own them.
+// Warp w of the half copies rows 2w and 2w + 1 (adjacent tokens); its lane (g, q) the 16 bytes of
+// those rows that lane (row % 8, q) of warp g computes. They land in the half's stage blocks
+// (rr * 5 + (0 for x, 1 + i for stream i) for row half rr; row g of a block at g * ST_ROW slots,
+// its 32 columns side by side), the coefficients as st_issue lands them. A thread thus writes other
+// threads' slots: the caller separates a tile's reads of the stage from the next tile's copies by
+// the half's barrier. Why: the seam's traffic with 64-byte row segments a warp reached 79-89 % of
+// the copy bandwidth at T = 16384, with 128 bytes or more 99-102 %, and 64-byte loads cost more
+// than 64-byte stores (scripts/micro/seam-traffic.cu, PERF_NOTES.md attempts 121 and 124). Rows 2w
+// and 2w + 1 measured 0.4-1.6 % faster than rows w and w + 8 at T >= 2048 (attempt 124).
 template <int NIN, int CARRIED>
 __device__ __forceinline__ void st_issue_rows(const FusedParams& p, int tile, uint4* stage, float* scoef, int htid,
                                               int warp, int g, int q, int h) {
@@ -1486,11 +1486,11 @@ __device__ void seam_stream_body(const FusedParams& p) {
   pdl_wait();  // everything below reads or writes activations
   STAMP(p.timeline, 2);
   // Tiles. Without CLAIMS (the host's choice, plan::stream_claims: where round-robin deals the
-  // group's halves the same number of tiles, for the V4.1 seam within 1/16 of it) a half takes 2 y +
-  // hf, then every stride-th tile. With CLAIMS a half's first two are dealt so and the rest claimed
-  // from the group's counter (p.counters[grp], zero between launches) two tiles ahead, so that the
-  // halves that run ahead take the last round's tiles (PERF_NOTES.md attempt 119); the claim's round
-  // trip hides behind the tile's post_map. The claimed tiles sit in a ring after the halves' areas
+  // group's halves within 1/16 of the same number of tiles) a half takes 2 y + hf, then every
+  // stride-th tile. With CLAIMS a half's first two are dealt so and the rest claimed from the
+  // group's counter (p.counters[grp], zero between launches) two tiles ahead, so that the halves
+  // that run ahead take the last round's tiles (PERF_NOTES.md attempt 119); the claim's round trip
+  // hides behind the tile's post_map. The claimed tiles sit in a ring after the halves' areas
   // (ST_CLAIM_RING_BYTES more dynamic shared memory), not in registers (the kernel must fit 128):
   // during iteration `it`, [it % 3] is this tile, [(it + 1) % 3] the next, and thread 0 writes the
   // claimed one into [(it + 2) % 3], read from the next iteration on. A half claims while its next
