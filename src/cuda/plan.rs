@@ -167,8 +167,8 @@ const ST_CLAIM_RING_BYTES: u32 = 32;
 /// the last round's tiles instead of a fixed few: only where round-robin would leave the busiest
 /// halves more than 1/16 above the even share (their last round partly empty). Elsewhere the plain
 /// kernel, which copies whole rows (`stream_row_copies`). Measured on the H200 (PERF_NOTES.md
-/// attempts 119, 124 and 125): claiming wherever the tiles deal unevenly gained -1.5 to -5.0 % at H
-/// = 5120, T = 512-4096 over the plain kernel without row copies. Against the plain kernel with
+/// attempts 119, 124 and 125): claiming wherever the tiles deal unevenly gained -1.5 to -5.0 % at
+/// H = 5120, T = 512-4096 over the plain kernel without row copies. Against the plain kernel with
 /// them, the V4.1 seam at H = 5120 still gains by claiming at T = 1001 (63 tiles on 12 halves, 14 %
 /// over the share) but loses 1.1-1.6 % at T = 2048, 8192 and 16384 (3.1, 0.8 and 0.8 % over); the
 /// V4 seam's plain kernel with row copies -1.5 to -2.6 % at every H, T = 1001-16384, against

@@ -1447,9 +1447,11 @@ __device__ __forceinline__ void st_issue_rows(const FusedParams& p, int tile, ui
   cp_async_commit();
 }
 
-template <int NIN, int NMIX, int CARRIED, bool CLAIMS, bool ROWS>
+template <int NIN, int NMIX, int CARRIED, bool CLAIMS>
 __device__ void seam_stream_body(const FusedParams& p) {
-  static_assert(!(ROWS && CLAIMS), "the row copies: the plain kernel only (PERF_NOTES.md attempt 122)");
+  // The plain kernels copy whole rows (st_issue_rows), the claiming ones each lane its own pieces
+  // (st_issue): with the claims the row copies lost 1-6 % (PERF_NOTES.md attempt 122).
+  constexpr bool ROWS = !CLAIMS;
   static_assert(NIN == NS && NMIX == 24, "the seams with post_map and gates");
   typedef Shape<NIN, NMIX> S;
   // Dynamic shared memory only: a static `__shared__` variable here moves this area to 16 mod
@@ -1547,16 +1549,15 @@ __device__ void seam_stream_body(const FusedParams& p) {
       bar_named(1 + hf, ST_THREADS);
       st_issue_rows<NIN, CARRIED>(p, tile + stride, stage(), scoef_at((it + 1) & 1), htid, warp, g, q, h);
     } else {
-      // The next tile's copies: this thread's slots are read (its own values, now in registers),
-      // the other coefficient buffer was last read before this tile's barrier.
-      if (CLAIMS && htid == 0 && s_ring[hf][sl1] < p.tiles) {
+      // (CLAIMS.) The next tile's copies: this thread's slots are read (its own values, now in
+      // registers), the other coefficient buffer was last read before this tile's barrier.
+      if (htid == 0 && s_ring[hf][sl1] < p.tiles) {
         const u32 last_claim =
             (u32)max(p.tiles - 2 * stride, 0) + (u32)max(min(stride, p.tiles - stride), 0) - 1;
         if (claim == last_claim) atomicExch(p.counters + grp, 0u);
         s_ring[hf][sl2] = 2 * stride + (int)claim;
       }
-      st_issue<NIN, CARRIED>(p, CLAIMS ? s_ring[hf][sl1] : tile + stride, stage(), scoef_at((it + 1) & 1), htid, g,
-                             h, chunk_ok);
+      st_issue<NIN, CARRIED>(p, s_ring[hf][sl1], stage(), scoef_at((it + 1) & 1), htid, g, h, chunk_ok);
     }
     STAMP(p.timeline, 4);
     float d[S::NT][4];
@@ -1582,18 +1583,18 @@ __device__ void seam_stream_body(const FusedParams& p) {
 }
 
 // One block of two halves per multiprocessor: at most 128 registers per thread.
-// The _claim_st kernels: the halves claim the tiles past their first two (CLAIMS above).
-// The plain kernels copy whole rows (ROWS, st_issue_rows; plan::stream_launch_smem's larger
-// stage): with the claims the row copies lost 1-6 % (rows w and w + 8; PERF_NOTES.md attempt 122),
+// The _claim_st kernels: the halves claim the tiles past their first two (CLAIMS above). The
+// plain kernels copy whole rows (ROWS, st_issue_rows; plan::stream_launch_smem's larger stage):
+// with the claims the row copies lost 1-6 % (rows w and w + 8; PERF_NOTES.md attempt 122),
 // without them they gained 1-4 % (attempts 122, 124 and 125).
-#define SEAM_STREAM_KERNEL(name, CARRIED, CLAIMS, ROWS)                                         \
+#define SEAM_STREAM_KERNEL(name, CARRIED, CLAIMS)                                               \
   extern "C" __global__ void __launch_bounds__(2 * ST_THREADS, 1) name(const FusedParams p) { \
-    seam_stream_body<4, 24, CARRIED, CLAIMS, ROWS>(p);                                        \
+    seam_stream_body<4, 24, CARRIED, CLAIMS>(p);                                              \
   }
-SEAM_STREAM_KERNEL(mhc_seam_st, 1, false, true)
-SEAM_STREAM_KERNEL(mhc_seam_v4_st, 0, false, true)
-SEAM_STREAM_KERNEL(mhc_seam_claim_st, 1, true, false)
-SEAM_STREAM_KERNEL(mhc_seam_v4_claim_st, 0, true, false)
+SEAM_STREAM_KERNEL(mhc_seam_st, 1, false)
+SEAM_STREAM_KERNEL(mhc_seam_v4_st, 0, false)
+SEAM_STREAM_KERNEL(mhc_seam_claim_st, 1, true)
+SEAM_STREAM_KERNEL(mhc_seam_v4_claim_st, 0, true)
 
 // ---- The cluster kernel: small T, carried ops with gates ----
 //
