@@ -360,24 +360,13 @@ fn tails_kernel(op: Op) -> Option<&'static str> {
 }
 
 /// The stream variant of a seam's tiles launch (kernels/seam.cu; `plan::stream_plan`), for the
-/// ops that have one: the plain kernel, or with `claims` the one whose halves claim their tiles
-/// (`plan::stream_claims`; same bits).
-fn stream_kernel(op: Op, claims: bool) -> Option<&'static str> {
-    match (op, claims) {
-        (Op::Seam, false) => Some("mhc_seam_st"),
-        (Op::SeamV4, false) => Some("mhc_seam_v4_st"),
-        (Op::Seam, true) => Some("mhc_seam_claim_st"),
-        (Op::SeamV4, true) => Some("mhc_seam_v4_claim_st"),
+/// ops that have one.
+fn stream_kernel(op: Op) -> Option<&'static str> {
+    match op {
+        Op::Seam => Some("mhc_seam_st"),
+        Op::SeamV4 => Some("mhc_seam_v4_st"),
         _ => None,
     }
-}
-
-/// The kernel and dynamic shared memory of a stream plan's tiles launch for `op` (the claiming
-/// kernel where `plan::stream_claims`, the plain kernels' row copies elsewhere):
-/// the one rule for the fit check and the launch.
-fn stream_launch(op: Op, p: &SeamPlan) -> Option<(&'static str, u32)> {
-    let name = stream_kernel(op, plan::stream_claims(p))?;
-    Some((name, plan::stream_launch_smem(p)))
 }
 
 /// The cluster kernel of a fused op for tiles of 16 tokens (`mtiles` = 1) or 32 (2), where it
@@ -763,7 +752,7 @@ impl CudaEngine {
         // by default the clusters where they fit (the V4 seam's waves reach past
         // ONE_LAUNCH_MAX_T), else one launch up to ONE_LAUNCH_MAX_T.
         let early_split = match self.two_launch_from.get() {
-            Some(n) if stream_kernel(op, false).is_some() => Some(n.max(plan::MIN_SPLIT_T)),
+            Some(n) if stream_kernel(op).is_some() => Some(n.max(plan::MIN_SPLIT_T)),
             _ => None,
         };
         let split_from = early_split.unwrap_or(plan::ONE_LAUNCH_MAX_T + 1);
@@ -803,7 +792,7 @@ impl CudaEngine {
                 && early_split.is_none()
                 && self.cluster_mtiles.get().or(self.env_mtiles).is_none()
                 && pdl
-                && stream_kernel(op, false).is_some()
+                && stream_kernel(op).is_some()
                 && !collapse_after_gates(op)
                 && t >= plan::MIN_SPLIT_T;
             let passes = if collapse_after_gates(op) {
@@ -936,14 +925,14 @@ impl CudaEngine {
         split_from: usize,
     ) -> Result<SeamPlan> {
         let p = self.plan(name, shape, t, h, split_from)?;
-        if stream_kernel(op, false).is_some()
+        if stream_kernel(op).is_some()
             && let min_tiles = self.stream_min_tiles.get().unwrap_or(plan::STREAM_MIN_TILES)
             && self.stream.get()
             && self.plan_override.get().or(self.env_plan).is_none()
             && let Some(sp) = plan::stream_plan(shape, &p, self.dev.info.sm_count, min_tiles)
-            && let Some((st_name, st_smem)) = stream_launch(op, &sp)
-            // Its 210-225 KB fit the H100 and H200, not every GPU.
-            && st_smem <= self.dev.max_dynamic_smem(st_name)?
+            && let Some(st_name) = stream_kernel(op)
+            // Its 220 KB fit the H100 and H200, not every GPU.
+            && sp.smem <= self.dev.max_dynamic_smem(st_name)?
         {
             return Ok(sp);
         }
@@ -1443,9 +1432,9 @@ impl CudaEngine {
                 self.timeline_rows(name.to_string(), (plan.nrec * plan.grid_y) as usize);
         }
         let pdl = self.fused_pdl(call.op);
-        let (tiles_name, smem) = match stream_launch(call.op, &plan) {
+        let tiles_name = match stream_kernel(call.op) {
             Some(st) if plan.stream => st,
-            _ => (name, plan.smem),
+            _ => name,
         };
         let mut ptrs = [&mut params as *mut FusedParams as *mut c_void];
         unsafe {
@@ -1453,7 +1442,7 @@ impl CudaEngine {
                 tiles_name,
                 (plan.nrec, plan.grid_y, 1),
                 plan.warps * 32,
-                smem,
+                plan.smem,
                 stream,
                 &mut ptrs,
                 pdl,

@@ -50,8 +50,6 @@ pub const SEAM: KernelModule = KernelModule {
         "mhc_final_tails",
         "mhc_seam_st",
         "mhc_seam_v4_st",
-        "mhc_seam_claim_st",
-        "mhc_seam_v4_claim_st",
         "mhc_fn_split",
         "mhc_post",
         "mhc_expand",

@@ -56,16 +56,11 @@ pub struct SeamPlan {
     pub stream: bool,
 }
 
-/// Threads of one half of the stream variant's block (ST_THREADS in kernels/seam.cu).
-const ST_THREADS: usize = 256;
-/// Shared memory of one half of the stream variant (ST_HALF_BYTES in kernels/seam.cu): the
-/// staged vectors of the next tile (10 of 16 bytes a thread), two buffers of coefficients, the
-/// warps' partials and sums of squares.
+/// Shared memory of one half of the stream variant (ST_HALF_BYTES in kernels/seam.cu): the stage
+/// of the next tile's rows (10 blocks of 8 rows, 36 slots of 16 bytes apart), two buffers of
+/// coefficients, the warps' partials and sums of squares.
 const ST_HALF_BYTES: usize =
-    10 * ST_THREADS * 16 + 2 * MAXTT * COEF * 4 + 8 * MAXTT * 24 * 4 + 8 * MAXTT * 2 * 8;
-/// What the row copies' stage (the plain stream kernels: ST_STAGE_ROWS_BYTES in kernels/seam.cu, 10
-/// blocks of 8 rows 36 slots of 16 bytes apart) adds to each half.
-const ST_ROWS_EXTRA_BYTES: usize = 10 * 8 * 36 * 16 - 10 * ST_THREADS * 16;
+    10 * 8 * 36 * 16 + 2 * MAXTT * COEF * 4 + 8 * MAXTT * 24 * 4 + 8 * MAXTT * 2 * 8;
 
 /// `MHC_STREAM=0|1`, if set: whether the seams' tiles launch at large T takes the stream variant
 /// (default on).
@@ -125,10 +120,11 @@ pub const STREAM_MIN_TILES: u32 = 1;
 /// and tiles of 16 tokens, with at least `min_tiles` tiles. One block (two halves, each walking
 /// its own tiles) a multiprocessor, `sms / nrec` blocks along the tiles so that every block of the
 /// launch is resident at once, but no more than the tiles fill (one a half). The halves take the
-/// tiles round-robin where that deals them evenly, else claim the tiles past their first two
-/// (`stream_claims`). Either way the launch takes ceil(tiles / (2 grid_y)) rounds: with fewer
-/// tiles a half may hold one or none (a smaller grid would only add rounds). Measured on the
-/// H200 in PERF_NOTES.md, attempts 60, 84 and 119.
+/// tiles round-robin, so the launch takes ceil(tiles / (2 grid_y)) rounds: with fewer tiles a half
+/// may hold one or none (a smaller grid would only add rounds). Measured on the H200 in
+/// PERF_NOTES.md, attempts 60, 84, 119 and 126 (halves claiming the last round's tiles from a
+/// counter instead lost 1.8-3.3 % where the tiles deal unevenly, once the kernel copied whole
+/// rows).
 pub fn stream_plan(shape: KernelShape, p: &SeamPlan, sms: u32, min_tiles: u32) -> Option<SeamPlan> {
     if !p.split
         || p.w != 8
@@ -156,53 +152,6 @@ pub fn stream_plan(shape: KernelShape, p: &SeamPlan, sms: u32, min_tiles: u32) -
 /// Rounds of a stream plan's tiles launch: its busiest half's tiles (two halves a block).
 pub fn stream_rounds(p: &SeamPlan) -> u32 {
     p.tiles.div_ceil(2 * p.grid_y.max(1))
-}
-
-/// Dynamic shared memory the claiming variant of the stream launch takes beyond the plan's
-/// (kernels/seam.cu, the halves' rings of claimed tiles).
-const ST_CLAIM_RING_BYTES: u32 = 32;
-
-/// Whether a stream plan's tiles launch (either seam) takes its claiming variant
-/// (`mhc_seam_claim_st`, `mhc_seam_v4_claim_st`; same bits), so that the halves that run ahead take
-/// the last round's tiles instead of a fixed few: only where round-robin would leave the busiest
-/// halves more than 1/16 above the even share (their last round partly empty). Elsewhere the plain
-/// kernel, which copies whole rows (`stream_row_copies`). Measured on the H200 (PERF_NOTES.md
-/// attempts 119, 124 and 125): claiming wherever the tiles deal unevenly gained -1.5 to -5.0 % at
-/// H = 5120, T = 512-4096 over the plain kernel without row copies. Against the plain kernel with
-/// them, the V4.1 seam at H = 5120 still gains by claiming at T = 1001 (63 tiles on 12 halves, 14 %
-/// over the share) but loses 1.1-1.6 % at T = 2048, 8192 and 16384 (3.1, 0.8 and 0.8 % over); the
-/// V4 seam's plain kernel with row copies -1.5 to -2.6 % at every H, T = 1001-16384, against
-/// claiming wherever uneven without them.
-pub fn stream_claims(p: &SeamPlan) -> bool {
-    let halves = 2 * p.grid_y.max(1);
-    let padded = p.tiles.div_ceil(halves) * halves;
-    p.stream && 16 * (padded - p.tiles) > p.tiles
-}
-
-/// Whether a stream plan's tiles launch copies whole rows of the group (the plain kernels
-/// `mhc_seam_st` and `mhc_seam_v4_st`: each warp instruction reads 512 contiguous bytes of one row
-/// instead of 8 rows x 64 bytes; a larger stage). Measured on the H200 (PERF_NOTES.md attempts
-/// 122, 124 and 125): the V4.1 seam -0.7 to -3.3 % at H = 4096 and 7168 where the tiles deal
-/// evenly; with the claims +1.2 to +6 %, so the claiming kernels keep the lanes' own copies.
-pub fn stream_row_copies(p: &SeamPlan) -> bool {
-    p.stream && !stream_claims(p)
-}
-
-/// Dynamic shared memory of a stream plan's tiles launch (either seam): the plan's, and the
-/// claiming variant's rings where it takes that variant (`stream_claims`), else the row copies'
-/// larger stage (`stream_row_copies`). The one rule for the fit check and the launch.
-pub fn stream_launch_smem(p: &SeamPlan) -> u32 {
-    p.smem
-        + if stream_claims(p) {
-            ST_CLAIM_RING_BYTES
-        } else {
-            0
-        }
-        + if stream_row_copies(p) {
-            2 * ST_ROWS_EXTRA_BYTES as u32
-        } else {
-            0
-        }
 }
 
 /// Whether the V4.1 seam takes its two-launch plan `two` ahead of a cluster plan in tiles of
@@ -641,8 +590,8 @@ pub fn workspace_need(shape: KernelShape, t: usize, p: &SeamPlan) -> (usize, usi
     (
         rows * p.nrec as usize * shape.nm() * 4,
         rows * p.nrec as usize * 2 * 8,
-        // The tile kernel's counter a tile, or the stream launch's a group.
-        p.tiles.max(p.nrec) as usize * 4,
+        // The tile kernel's counter a tile.
+        p.tiles as usize * 4,
     )
 }
 
@@ -1210,38 +1159,6 @@ mod tests {
     }
 
     #[test]
-    fn the_stream_launch_claims_its_tiles_where_they_deal_unevenly() {
-        let shape = KernelShape { nin: 4, nmix: 24 };
-        let occ = |_w: u32, _s: u32| -> Result<u32> { Ok(2) };
-        let stream = |t: usize, h: usize| {
-            let p = plan(shape, t, h, 132, &occ, None).unwrap();
-            stream_plan(shape, &p, 132, STREAM_MIN_TILES).unwrap()
-        };
-        let claims = |t: usize, h: usize| stream_claims(&stream(t, h));
-        // H = 5120: 20 groups, 6 blocks of two halves each on 132 SMs.
-        assert!(claims(497, 5120)); // 32 tiles on 12 halves
-        assert!(claims(1001, 5120));
-        assert!(!claims(384, 5120)); // 24 tiles: two rounds of 12
-        assert!(claims(385, 5120)); // 25 tiles: the 25th in a third round
-        // Unevenly but within 1/16 of the even share: 128 tiles in 11 rounds of 12 (132 places),
-        // 1024 in 86 (1032).
-        assert!(!claims(2048, 5120));
-        assert!(!claims(16384, 5120));
-        // H = 4096: 16 groups, 8 blocks: 32 and 128 tiles deal evenly over 16 halves.
-        assert!(!claims(497, 4096));
-        assert!(!claims(2048, 4096));
-        assert!(claims(700, 4096)); // 44 tiles in 3 rounds of 16 (48 places: 9 % over)
-        assert!(!claims(1001, 4096)); // 63 tiles in 64 places
-        // H = 7168: 28 groups, 4 blocks: 8 halves.
-        assert!(!claims(2048, 7168));
-        assert!(claims(300, 7168)); // 19 tiles
-        // A tile kernel plan never claims.
-        assert!(!stream_claims(
-            &plan(shape, 497, 5120, 132, &occ, None).unwrap()
-        ));
-    }
-
-    #[test]
     fn stream_plans_fit_and_keep_the_tiles_shape() {
         let shape = KernelShape { nin: 4, nmix: 24 };
         let occ = |_w: u32, _s: u32| -> Result<u32> { Ok(2) };
@@ -1263,23 +1180,6 @@ mod tests {
                 assert!(s.nrec * s.grid_y <= 132 && s.tiles > 2 * (s.grid_y - 1));
                 assert_eq!(s.grid_y, (132 / s.nrec).min(s.tiles.div_ceil(2)), "{t} {h}");
                 assert!(s.tiles >= STREAM_MIN_TILES);
-                // The claiming kernel exactly where the round-robin's places exceed the tiles by
-                // more than 1/16, and its ring still fits beside the plan's shared memory.
-                let places = s.tiles.div_ceil(2 * s.grid_y) * 2 * s.grid_y;
-                assert_eq!(
-                    stream_claims(&s),
-                    16 * (places - s.tiles) > s.tiles,
-                    "{t} {h}"
-                );
-                assert!(s.smem + ST_CLAIM_RING_BYTES <= 227 * 1024, "{t} {h}");
-                // The plain kernels copy whole rows into their larger stage, which fits too; the
-                // claiming kernels keep the plan's stage.
-                let rows = stream_row_copies(&s);
-                assert_eq!(rows, !stream_claims(&s), "{t} {h}");
-                let smem = stream_launch_smem(&s);
-                assert!(smem <= 227 * 1024, "{t} {h} {smem}");
-                // Every stream launch takes more than the plan's: the rings or the larger stage.
-                assert!(smem > s.smem, "{t} {h}");
                 // A higher minimum (MHC_STREAM_MIN_TILES) keeps the tile kernel below it.
                 let min128 = stream_plan(shape, &p, 132, 128);
                 assert_eq!(min128.is_some(), p.tiles >= 128, "{t} {h}");

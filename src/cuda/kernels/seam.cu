@@ -68,7 +68,7 @@ struct FusedParams {
   unsigned char* fp8_s;
   float* rec_m;           // [T][nrec][NMIX]
   double* rec_ss;         // [T][nrec][2]: gate and norm sums of squares
-  u32* counters;          // [max(tiles, nrec)], zero between launches: the tile kernel's a tile, the stream launch's a group
+  u32* counters;          // [tiles], zero between launches: the tile kernel's a tile
   int T, H, tt, tiles, W, nrec, rpad, rows_batch, iters;
   int mode;               // 0: last block of a tile finishes it; 1: tiles only; 2: finish only
   float hc_eps, rms_eps, norm_eps, post_mult;
@@ -1329,39 +1329,40 @@ SEAM_TAILS_KERNEL(mhc_final_tails, 0, 4, 0)
 // of fn in shared memory, and every tile starts with two dependent global round trips (the
 // coefficients, then x and r) and four block barriers (PERF_NOTES.md, attempt 6 and the ncu of
 // abd435c). Here one block of two halves (8 warps each, 256 threads) shares one slice: half hf
-// walks the tiles blockIdx.y * 2 + hf + k * 2 * gridDim.y. The slice's freed shared memory holds
-// each half's next tile: every thread copies its own 10 vectors of x and r (two rows, x and four
-// streams, 16 bytes each) and a few threads the tile's coefficients, by cp.async, while the
-// current tile computes. A tile then waits only for its own copies (issued a tile earlier) and
-// syncs its half twice (named barriers): once so that the coefficients and the previous tile's
-// record reads are done, once between the warps' partials and the records. The arithmetic and
+// walks the tiles blockIdx.y * 2 + hf + k * 2 * gridDim.y (round-robin: halves that run ahead
+// claiming the last round's tiles from a counter lost 1.8-3.3 % to it once it copied whole rows,
+// PERF_NOTES.md attempt 126). The slice's freed shared memory holds each half's next tile: its
+// warps copy x and r (16 rows, x and four streams) by whole rows (st_issue_rows) and a few threads
+// the tile's coefficients, by cp.async, while the current tile computes. A tile then waits for its
+// copies (issued a tile earlier) and syncs its half three times (named barriers): once so that
+// the copies and the coefficients have landed and the previous tile's record reads are done,
+// once before the next tile's copies overwrite the stage, once between the warps' partials and
+// the records. The arithmetic and
 // the records are the tile kernel's (ew_compute, project_chunk, quad_sums, put_partials,
 // write_records), so are the bits; the tails launch (mode 2 of the tile kernel) finishes them.
 // W = 8 and tiles of 16 tokens (the plan's stream shape); mode 1 only. The seam (carried pre:
 // the collapse parked for the tails' norm) and the V4 seam (no collapse here: its tails form it
 // from r' once the gates are known).
-#define ST_NV 10                                   // vectors a thread stages per tile (2 rows x 5)
+#define ST_NV 10                                   // vectors a thread computes on per tile (2 rows x 5)
 #define ST_THREADS 256                             // threads of a half
-#define ST_STAGE_BYTES (ST_NV * ST_THREADS * 16)   // 40960
-// The row copies' stage (the plain stream kernels, st_issue_rows): a block (one row half rr of one
+// The stage (st_issue_rows): a block (one row half rr of one
 // tensor: 8 rows x 32 columns of 16 bytes) keeps its rows 36 slots apart, so that the copies write
 // a row's 32 columns side by side and the computing lanes (rows g, g + 1 in one phase) read 576
 // bytes apart, in different banks (copied into the computing threads' own slots instead, 8-way bank
 // conflicts on the copies, the A/B lost 5-12 %).
 #define ST_ROW 36                                   // 16-byte slots a staged row
 #define ST_BLK (8 * ST_ROW)                         // slots a stage block (rr, tensor)
-#define ST_STAGE_ROWS_BYTES (ST_NV * ST_BLK * 16)   // 46080
+#define ST_STAGE_BYTES (ST_NV * ST_BLK * 16)        // 46080
 #define ST_COEF_BYTES (MAXTT * COEF * 4)           // 1536, two of them (tile parity)
 #define ST_PART_BYTES (8 * MAXTT * 24 * 4 + 8 * MAXTT * 2 * 8)  // 14336: partials, sums of squares
 #define ST_HALF_BYTES (ST_STAGE_BYTES + 2 * ST_COEF_BYTES + ST_PART_BYTES)
-#define ST_HALF_ROWS_BYTES (ST_STAGE_ROWS_BYTES + 2 * ST_COEF_BYTES + ST_PART_BYTES)
 
 // A named barrier of `count` threads (barrier 0 is __syncthreads').
 __device__ __forceinline__ void bar_named(int id, int count) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
 
-// The tile's coefficients for st_issue and st_issue_rows: with htid < 96 one 16-byte piece
+// The tile's coefficients for st_issue_rows: with htid < 96 one 16-byte piece
 // ([row][post 4, comb 16, pre 4], zeros past T) into `scoef`.
 template <int CARRIED>
 __device__ __forceinline__ void st_issue_coefs(const FusedParams& p, int row0, float* scoef, int htid) {
@@ -1374,40 +1375,13 @@ __device__ __forceinline__ void st_issue_coefs(const FusedParams& p, int row0, f
   }
 }
 
-// Issues this thread's copies of tile `tile` (nothing past the last tile): its 10 vectors into
-// its own stage slots ([v][thread], zeros for rows past T), and with htid < 96 one 16-byte piece
-// of the tile's coefficients ([row][post 4, comb 16, pre 4], zeros past T) into `scoef`.
-template <int NIN, int CARRIED>
-__device__ __forceinline__ void st_issue(const FusedParams& p, int tile, uint4* stage, float* scoef, int htid,
-                                         int g, int h, bool chunk_ok) {
-  if (tile >= p.tiles) return;
-  const int row0 = tile * MAXTT;
-  const int H = p.H;
-  // Where a row reads nothing (past T, or a chunk past H) its copies read 0 bytes from row 0's
-  // channel 0. One address a row and tensor (row_streams).
-  const int hh = chunk_ok ? h : 0;
-#pragma unroll
-  for (int rr = 0; rr < 2; ++rr) {
-    const int tok = row0 + g + 8 * rr;
-    const bool ok = chunk_ok && tok < p.T;
-    const int bytes = ok ? 16 : 0;
-    const size_t tk = ok ? (size_t)tok : 0;
-    cp_async16(stage + (rr * 5) * ST_THREADS + htid, p.x + (tk * H + hh), bytes);
-    const bf16_t* rs = row_streams(p.residual, tk, H, hh);
-#pragma unroll
-    for (int i = 0; i < NIN; ++i) cp_async16(stage + (rr * 5 + 1 + i) * ST_THREADS + htid, rs + i * H, bytes);
-  }
-  st_issue_coefs<CARRIED>(p, row0, scoef, htid);
-  cp_async_commit();
-}
-
-// st_issue for the plain stream kernels (ROWS): this thread's share of the copies of tile `tile`,
-// dealt so that each warp instruction reads one tensor's whole row of the group (32 lanes x 16
-// bytes: the group's 256 channels), not 8 rows x 64 bytes as the computing lanes (g, q) own them.
+// This thread's share of the copies of tile `tile` (nothing past the last tile), dealt so that
+// each warp instruction reads one tensor's whole row of the group (32 lanes x 16 bytes: the
+// group's 256 channels), not 8 rows x 64 bytes as the computing lanes (g, q) own them.
 // Warp w of the half copies rows 2w and 2w + 1 (adjacent tokens); its lane (g, q) the 16 bytes of
 // those rows that lane (row % 8, q) of warp g computes. They land in the half's stage blocks
 // (rr * 5 + (0 for x, 1 + i for stream i) for row half rr; row g of a block at g * ST_ROW slots,
-// its 32 columns side by side), the coefficients as st_issue lands them. A thread thus writes other
+// its 32 columns side by side), the coefficients by st_issue_coefs. A thread thus writes other
 // threads' slots: the caller separates a tile's reads of the stage from the next tile's copies by
 // the half's barrier. Why: the seam's traffic with 64-byte row segments a warp reached 79-89 % of
 // the copy bandwidth at T = 16384, with 128 bytes or more 99-102 %, and 64-byte loads cost more
@@ -1447,11 +1421,8 @@ __device__ __forceinline__ void st_issue_rows(const FusedParams& p, int tile, ui
   cp_async_commit();
 }
 
-template <int NIN, int NMIX, int CARRIED, bool CLAIMS>
+template <int NIN, int NMIX, int CARRIED>
 __device__ void seam_stream_body(const FusedParams& p) {
-  // The plain kernels copy whole rows (st_issue_rows), the claiming ones each lane its own pieces
-  // (st_issue): with the claims the row copies lost 1-6 % (PERF_NOTES.md attempt 122).
-  constexpr bool ROWS = !CLAIMS;
   static_assert(NIN == NS && NMIX == 24, "the seams with post_map and gates");
   typedef Shape<NIN, NMIX> S;
   // Dynamic shared memory only: a static `__shared__` variable here moves this area to 16 mod
@@ -1469,13 +1440,11 @@ __device__ void seam_stream_body(const FusedParams& p) {
   // The half's area (W = 8: fn's slice is a fixed size), addressed afresh where used: few
   // registers stay live through the projection (the kernel must fit 128).
   constexpr int FNB = NIN * S::NMIXP * 8 * CHUNK * 4;
-  constexpr int HALF = ROWS ? ST_HALF_ROWS_BYTES : ST_HALF_BYTES;
-  constexpr int STAGE = ROWS ? ST_STAGE_ROWS_BYTES : ST_STAGE_BYTES;
-  auto hb = [&]() { return smem + FNB + (threadIdx.x / ST_THREADS) * HALF; };
+  auto hb = [&]() { return smem + FNB + (threadIdx.x / ST_THREADS) * ST_HALF_BYTES; };
   auto stage = [&]() { return (uint4*)hb(); };
-  auto scoef_at = [&](int par) { return (float*)(hb() + STAGE + par * ST_COEF_BYTES); };
-  auto part = [&]() { return (float*)(hb() + STAGE + 2 * ST_COEF_BYTES); };
-  auto sss = [&]() { return (double*)(hb() + STAGE + 2 * ST_COEF_BYTES + 8 * MAXTT * S::NM * 4); };
+  auto scoef_at = [&](int par) { return (float*)(hb() + ST_STAGE_BYTES + par * ST_COEF_BYTES); };
+  auto part = [&]() { return (float*)(hb() + ST_STAGE_BYTES + 2 * ST_COEF_BYTES); };
+  auto sss = [&]() { return (double*)(hb() + ST_STAGE_BYTES + 2 * ST_COEF_BYTES + 8 * MAXTT * S::NM * 4); };
   const bool chunk_ok = chunk * CHUNK < p.H;
   const int h = chunk * CHUNK + 8 * q;
   const int stride = 2 * gridDim.y;
@@ -1487,36 +1456,17 @@ __device__ void seam_stream_body(const FusedParams& p) {
   STAMP(p.timeline, 1);
   pdl_wait();  // everything below reads or writes activations
   STAMP(p.timeline, 2);
-  // Tiles. Without CLAIMS (the host's choice, plan::stream_claims: where round-robin deals the
-  // group's halves within 1/16 of the same number of tiles) a half takes 2 y + hf, then every
-  // stride-th tile. With CLAIMS a half's first two are dealt so and the rest claimed from the
-  // group's counter (p.counters[grp], zero between launches) two tiles ahead, so that the halves
-  // that run ahead take the last round's tiles (PERF_NOTES.md attempt 119); the claim's round trip
-  // hides behind the tile's post_map. The claimed tiles sit in a ring after the halves' areas
-  // (ST_CLAIM_RING_BYTES more dynamic shared memory), not in registers (the kernel must fit 128):
-  // during iteration `it`, [it % 3] is this tile, [(it + 1) % 3] the next, and thread 0 writes the
-  // claimed one into [(it + 2) % 3], read from the next iteration on. A half claims while its next
-  // tile exists, until it draws past the last tile; the group's last claim resets the counter. The
-  // two variants are separate kernels: a run-time switch cost 2-4 % where no claim ran.
-  int(*s_ring)[4] = (int(*)[4])(smem + FNB + 2 * HALF);  // [2][4], CLAIMS only
+  // Tiles: half hf takes 2 y + hf, then every stride-th tile.
   int tile = blockIdx.y * 2 + hf;
-  if (CLAIMS && htid == 0) {
-    s_ring[hf][0] = tile;
-    s_ring[hf][1] = tile + stride;
-  }
-  if (ROWS) st_issue_rows<NIN, CARRIED>(p, tile, stage(), scoef_at(0), htid, warp, g, q, h);
-  else st_issue<NIN, CARRIED>(p, tile, stage(), scoef_at(0), htid, g, h, chunk_ok);
+  st_issue_rows<NIN, CARRIED>(p, tile, stage(), scoef_at(0), htid, warp, g, q, h);
   cp_async_wait_all();
-  __syncthreads();  // the whole slice of fn (copied by both halves) has landed; the ring is set
-  for (int it = 0, sl = 0; tile < p.tiles; ++it, sl = sl == 2 ? 0 : sl + 1) {
+  __syncthreads();  // the whole slice of fn (copied by both halves) has landed
+  for (int it = 0; tile < p.tiles; ++it) {
     cp_async_wait_all();        // this thread's copies of the tile
-    // The half's: coefficients landed (ROWS: every copy into this half's stage); the last tile's
+    // The half's: every copy into this half's stage and its coefficients landed; the last tile's
     // records read.
     bar_named(1 + hf, ST_THREADS);
     STAMP(p.timeline, 3);
-    const int sl1 = sl == 2 ? 0 : sl + 1, sl2 = sl1 == 2 ? 0 : sl1 + 1;
-    u32 claim = 0;
-    if (CLAIMS && htid == 0 && s_ring[hf][sl1] < p.tiles) claim = atomicAdd(p.counters + grp, 1u);
     const int row0 = tile * MAXTT;
     int tok[2];
     bool ok[2];
@@ -1530,35 +1480,17 @@ __device__ void seam_stream_body(const FusedParams& p) {
       uint4 xv[2], rv[2][NIN];
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
-        if (ROWS) {
-          xv[rr] = stage()[(rr * 5) * ST_BLK + g * ST_ROW + 4 * warp + q];
+        xv[rr] = stage()[(rr * 5) * ST_BLK + g * ST_ROW + 4 * warp + q];
 #pragma unroll
-          for (int i = 0; i < NIN; ++i) rv[rr][i] = stage()[(rr * 5 + 1 + i) * ST_BLK + g * ST_ROW + 4 * warp + q];
-        } else {
-          xv[rr] = stage()[(rr * 5) * ST_THREADS + htid];
-#pragma unroll
-          for (int i = 0; i < NIN; ++i) rv[rr][i] = stage()[(rr * 5 + 1 + i) * ST_THREADS + htid];
-        }
+        for (int i = 0; i < NIN; ++i) rv[rr][i] = stage()[(rr * 5 + 1 + i) * ST_BLK + g * ST_ROW + 4 * warp + q];
       }
       ew_compute<1, NIN, CARRIED, 2>(p, scoef_at(it & 1), g, q, tok, ok, h, true, xv, rv, av, cb, ssn);
     }
-    if (ROWS) {
-      // The next tile's copies, once every thread of the half has read its slots of this tile
-      // (st_issue_rows writes other threads'); the other coefficient buffer was last read
-      // before this tile's first barrier.
-      bar_named(1 + hf, ST_THREADS);
-      st_issue_rows<NIN, CARRIED>(p, tile + stride, stage(), scoef_at((it + 1) & 1), htid, warp, g, q, h);
-    } else {
-      // (CLAIMS.) The next tile's copies: this thread's slots are read (its own values, now in
-      // registers), the other coefficient buffer was last read before this tile's barrier.
-      if (htid == 0 && s_ring[hf][sl1] < p.tiles) {
-        const u32 last_claim =
-            (u32)max(p.tiles - 2 * stride, 0) + (u32)max(min(stride, p.tiles - stride), 0) - 1;
-        if (claim == last_claim) atomicExch(p.counters + grp, 0u);
-        s_ring[hf][sl2] = 2 * stride + (int)claim;
-      }
-      st_issue<NIN, CARRIED>(p, s_ring[hf][sl1], stage(), scoef_at((it + 1) & 1), htid, g, h, chunk_ok);
-    }
+    // The next tile's copies, once every thread of the half has read its slots of this tile
+    // (st_issue_rows writes other threads'); the other coefficient buffer was last read before
+    // this tile's first barrier.
+    bar_named(1 + hf, ST_THREADS);
+    st_issue_rows<NIN, CARRIED>(p, tile + stride, stage(), scoef_at((it + 1) & 1), htid, warp, g, q, h);
     STAMP(p.timeline, 4);
     float d[S::NT][4];
     float ssp[2];
@@ -1571,30 +1503,19 @@ __device__ void seam_stream_body(const FusedParams& p) {
     write_records<NMIX>(p, part(), sss(), row0, grp, htid, ST_THREADS);
     STAMP(p.timeline, 7);
     if (it < 3) STAMP(p.timeline, 20 + it);  // the first three tiles' records (raw timeline)
-    if (CLAIMS) {
-      tile = s_ring[hf][sl1];
-      if (tile >= p.tiles) pdl_trigger();
-    } else {
-      if (tile + stride >= p.tiles) pdl_trigger();
-      tile += stride;
-    }
+    if (tile + stride >= p.tiles) pdl_trigger();
+    tile += stride;
   }
   STAMP(p.timeline, 13);
 }
 
 // One block of two halves per multiprocessor: at most 128 registers per thread.
-// The _claim_st kernels: the halves claim the tiles past their first two (CLAIMS above). The
-// plain kernels copy whole rows (ROWS, st_issue_rows; plan::stream_launch_smem's larger stage):
-// with the claims the row copies lost 1-6 % (rows w and w + 8; PERF_NOTES.md attempt 122),
-// without them they gained 1-4 % (attempts 122, 124 and 125).
-#define SEAM_STREAM_KERNEL(name, CARRIED, CLAIMS)                                               \
+#define SEAM_STREAM_KERNEL(name, CARRIED)                                                      \
   extern "C" __global__ void __launch_bounds__(2 * ST_THREADS, 1) name(const FusedParams p) { \
-    seam_stream_body<4, 24, CARRIED, CLAIMS>(p);                                              \
+    seam_stream_body<4, 24, CARRIED>(p);                                                      \
   }
-SEAM_STREAM_KERNEL(mhc_seam_st, 1, false)
-SEAM_STREAM_KERNEL(mhc_seam_v4_st, 0, false)
-SEAM_STREAM_KERNEL(mhc_seam_claim_st, 1, true)
-SEAM_STREAM_KERNEL(mhc_seam_v4_claim_st, 0, true)
+SEAM_STREAM_KERNEL(mhc_seam_st, 1)
+SEAM_STREAM_KERNEL(mhc_seam_v4_st, 0)
 
 // ---- The cluster kernel: small T, carried ops with gates ----
 //
