@@ -1343,7 +1343,7 @@ SEAM_TAILS_KERNEL(mhc_final_tails, 0, 4, 0)
 // W = 8 and tiles of 16 tokens (the plan's stream shape); mode 1 only. The seam (carried pre:
 // the collapse parked for the tails' norm) and the V4 seam (no collapse here: its tails form it
 // from r' once the gates are known).
-#define ST_NV 10                                   // vectors a thread computes on per tile (2 rows x 5)
+#define ST_NV 10                                   // stage blocks a tile: 2 row halves x (x, 4 streams)
 #define ST_THREADS 256                             // threads of a half
 // The stage (st_issue_rows): a block (one row half rr of one
 // tensor: 8 rows x 32 columns of 16 bytes) keeps its rows 36 slots apart, so that the copies write
