@@ -1039,6 +1039,7 @@ __device__ void finish_tile(const FusedParams& p, int tile, int part, int parts,
     // trips however many rows (one block reads and writes the tile's whole layer input here).
     const int nthr_n = CARRIED && NMIX > 0 && nthr > WARP && gates_here ? nthr - WARP : nthr;
     const int warp = tid / WARP, lane = tid % WARP;
+    if (SPLIT) STAMP(p.timeline, 20);  // the split tails: the norm's factors published
     // The part's slice of the row's vectors [v0, v1): whole MXFP8 blocks of 4 vectors.
     int v0 = 0, v1 = H8;
     if (SPLIT) {
@@ -1076,8 +1077,11 @@ __device__ void finish_tile(const FusedParams& p, int tile, int part, int parts,
             unpack8(cv[r], c);
 #pragma unroll
             for (int e = 0; e < 8; ++e) val[e] = vok ? __fmul_rn(__fmul_rn(c[e], rinv), w[e]) : 0.0f;
+            // The split tails (thread 0): a batch's first row used, i.e. its loads landed.
+            if (SPLIT && r == 0 && rb < 16) STAMP(p.timeline, rb == 0 ? 21 : 23);
             emit_li(p, row0 + rb + r, 8 * v, val, vok, (v & 3) == 0);
           }
+          if (SPLIT && rb == 0) STAMP(p.timeline, 22);  // the first batch's stores issued
         }
       }
     }
