@@ -925,12 +925,11 @@ impl CudaEngine {
         split_from: usize,
     ) -> Result<SeamPlan> {
         let p = self.plan(name, shape, t, h, split_from)?;
-        if stream_kernel(op).is_some()
+        if let Some(st_name) = stream_kernel(op)
             && let min_tiles = self.stream_min_tiles.get().unwrap_or(plan::STREAM_MIN_TILES)
             && self.stream.get()
             && self.plan_override.get().or(self.env_plan).is_none()
             && let Some(sp) = plan::stream_plan(shape, &p, self.dev.info.sm_count, min_tiles)
-            && let Some(st_name) = stream_kernel(op)
             // Its 220 KB fit the H100 and H200, not every GPU.
             && sp.smem <= self.dev.max_dynamic_smem(st_name)?
         {

@@ -1078,7 +1078,7 @@ __device__ void finish_tile(const FusedParams& p, int tile, int part, int parts,
 #pragma unroll
             for (int e = 0; e < 8; ++e) val[e] = vok ? __fmul_rn(__fmul_rn(c[e], rinv), w[e]) : 0.0f;
             // The split tails (thread 0): a batch's first row used, i.e. its loads landed.
-            if (SPLIT && r == 0 && rb < 16) STAMP(p.timeline, rb == 0 ? 21 : 23);
+            if (SPLIT && r == 0) STAMP(p.timeline, rb == 0 ? 21 : 23);
             emit_li(p, row0 + rb + r, 8 * v, val, vok, (v & 3) == 0);
           }
           if (SPLIT && rb == 0) STAMP(p.timeline, 22);  // the first batch's stores issued
