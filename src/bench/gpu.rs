@@ -771,9 +771,9 @@ const SMID_SLOT: usize = 19;
 /// `dir/timeline-raw-h{H}-t{T}-pdl{0|1}.json` (ns of the global timer, 0 where not stamped; slot
 /// 19 the SM's index + 1; in the stream launch, slots 20-22 its first three tiles' records; in the
 /// split tails, thread 0's norm pass: 20 the factors published, 21 its first batch's loads landed,
-/// 22 that batch's stores issued, 23 the second batch's loads landed), with the plan's groups (`nrec`, gridDim.x of the tiles launch) so that a
-/// block's group and row of the grid can be recovered. For diagnostics; `analyse` reads the same
-/// stamps.
+/// 22 that batch's stores issued, 23 the second batch's loads landed), with the plan's groups
+/// (`nrec`, gridDim.x of the tiles launch) so that a block's group and row of the grid can be
+/// recovered. For diagnostics; `analyse` reads the same stamps.
 fn write_raw_timeline(
     dir: &std::path::Path,
     cfg: &Config,
