@@ -139,8 +139,8 @@ def projection(path):
         print(f"One graph node (empty kernel, one block, PDL on): {nd:.2f} us.\n")
     print("| K | N | M | ours, PDL (us) | % copy (PDL) | ours, no PDL (us) | % copy (no PDL) | floor + node (us) "
           "| pure read of w, PDL (us, % copy) | cuBLAS f32 out (us) | cuBLAS bf16 out (us) "
-          "| faster than both (PDL / no PDL) |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+          "| faster than both (PDL / no PDL) | ours, bf16 out, PDL (us, % copy) |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     yes = lambda o, f, b: ("yes" if o["us_per_seam"] < min(f["us_per_seam"], b["us_per_seam"]) else "no") if o else ""
     for (k, n, m) in sorted({key[:3] for key in by}):
         on = by.get((k, n, m, "fused", True))
@@ -153,8 +153,10 @@ def projection(path):
         fn = f"{fl + nd:.2f}" if nd is not None else ""
         st = stream.get((k, n))
         sc = f"{st['us_per_seam']:.2f} ({st['pct_of_copy_bw']:.0f} %)" if st else ""
+        ob = by.get((k, n, m, "fused-bf16", True))
+        obs = f"{ob['us_per_seam']:.2f} ({ob['pct_of_copy_bw']:.1f} %)" if ob else ""
         print(f"| {k} | {n} | {m} | {us(on)} | {pct(on)} | {us(off)} | {pct(off)} | {fn} | {sc} | "
-              f"{us(f)} | {us(b)} | {yes(on, f, b)} / {yes(off, f, b)} |")
+              f"{us(f)} | {us(b)} | {yes(on, f, b)} / {yes(off, f, b)} | {obs} |")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@
 # that each register variant issues its first tile's loads of w (LDG ... .NA) before the wait
 # (ACQBULK), and that each ring variant issues a bulk copy of w (UBLKCP) before it. In the
 # variants whose last warp waits first (_aw, _as) the other warps do not wait at all; there the
-# loads must precede the first wait on an mbarrier (SYNCS.PHASECHK: a's landing).
+# loads must precede the first wait on an mbarrier (SYNCS.PHASECHK: a's landing). Every variant's
+# bf16-output twin (`_ybf16`) is checked the same way.
 #   scripts/pdl-order.sh [VENV]    (default /tmp/mhc-sass-venv; .ci/run passes its own)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +39,7 @@ declare -A WANT_MBAR=(
 RING=(m4 m8 m16 w16_m4 w16_m8)
 fail=0
 # Every projection kernel the engine loads is listed above (a new one must say what it reads first).
-for k in $(grep -o '"mhc_projection_[a-z0-9_]*"' src/cuda/kernels.rs | tr -d '"' | sed 's/^mhc_projection_//'); do
+for k in $(grep -o '"mhc_projection_[a-z0-9_]*"' src/cuda/kernels.rs | tr -d '"' | sed 's/^mhc_projection_//; s/_ybf16$//' | sort -u); do
   if [ -z "${WANT[$k]:-}" ] && [ -z "${WANT_MBAR[$k]:-}" ] && [[ " ${RING[*]} " != *" $k "* ]]; then
     echo "mhc_projection_$k: not listed in scripts/pdl-order.sh" >&2
     fail=1
@@ -47,27 +48,27 @@ done
 sass() { "$CU/bin/cuobjdump" -sass -fun "mhc_projection_$1" "$cubin"; }
 # Instructions (by line) before the first ACQBULK (or $3) that match $2.
 before_wait() { sass "$1" | awk -v pat="$2" -v stop="${3:-ACQBULK}" '$0 ~ stop { exit } $0 ~ pat { n++ } END { print n + 0 }'; }
-for k in "${!WANT[@]}"; do
+for k in "${!WANT[@]}"; do for k in "$k" "${k}_ybf16"; do
   got=$(before_wait "$k" 'LDG[.A-Z0-9]*\.NA')
-  if [ "$got" -lt "${WANT[$k]}" ]; then
-    echo "mhc_projection_$k: $got loads of w before the wait, want ${WANT[$k]}" >&2
+  if [ "$got" -lt "${WANT[${k%_ybf16}]}" ]; then
+    echo "mhc_projection_$k: $got loads of w before the wait, want ${WANT[${k%_ybf16}]}" >&2
     fail=1
   fi
-done
-for k in "${!WANT_MBAR[@]}"; do
+done; done
+for k in "${!WANT_MBAR[@]}"; do for k in "$k" "${k}_ybf16"; do
   got=$(before_wait "$k" 'LDG[.A-Z0-9]*\.NA' 'SYNCS\.PHASECHK')
-  if [ "$got" -lt "${WANT_MBAR[$k]}" ]; then
-    echo "mhc_projection_$k: $got loads of w before the first mbarrier wait, want ${WANT_MBAR[$k]}" >&2
+  if [ "$got" -lt "${WANT_MBAR[${k%_ybf16}]}" ]; then
+    echo "mhc_projection_$k: $got loads of w before the first mbarrier wait, want ${WANT_MBAR[${k%_ybf16}]}" >&2
     fail=1
   fi
-done
-for k in "${RING[@]}"; do
+done; done
+for k in "${RING[@]}"; do for k in "$k" "${k}_ybf16"; do
   got=$(before_wait "$k" 'UBLKCP')
   if [ "$got" -lt 1 ]; then
     echo "mhc_projection_$k: no bulk copy of w before the wait" >&2
     fail=1
   fi
-done
+done; done
 rm -rf "$OUT"
-[ $fail = 0 ] && echo "every projection kernel reads w ahead of the wait (${#WANT[@]} + ${#WANT_MBAR[@]} register and ${#RING[@]} ring variants)"
+[ $fail = 0 ] && echo "every projection kernel reads w ahead of the wait (${#WANT[@]} + ${#WANT_MBAR[@]} register and ${#RING[@]} ring variants, each with f32 and bf16 output)"
 exit $fail

@@ -168,6 +168,8 @@ pub struct ProjectionArgs<'a> {
     pub a: &'a [bf16],
     /// w `[N,K]`.
     pub w: &'a [bf16],
+    /// Output y in bf16 (the f32 result rounded once to nearest even) instead of f32.
+    pub bf16_out: bool,
 }
 
 /// The validated inputs of one op call. Build with the constructors ([`OpArgs::seam`], ...) or
@@ -349,9 +351,32 @@ impl<'a> OpArgs<'a> {
         w: &'a [bf16],
     ) -> Result<Self> {
         let mut args = Self::empty(Op::Projection, cfg, m);
-        args.projection = Some(ProjectionArgs { m, n, k, a, w });
+        args.projection = Some(ProjectionArgs {
+            m,
+            n,
+            k,
+            a,
+            w,
+            bf16_out: false,
+        });
         args.validate()?;
         Ok(args)
+    }
+
+    /// Asks for the projection's output in bf16 (`out_bf16`: the f32 result rounded once to
+    /// nearest even) instead of f32 (`out_f32`). Only the projection has this choice.
+    pub fn with_bf16_out(mut self, bf16_out: bool) -> Result<Self> {
+        match self.projection.as_mut() {
+            Some(p) => p.bf16_out = bf16_out,
+            None if bf16_out => {
+                return Err(Error::Invalid(format!(
+                    "op `{}` has no bf16 output choice (only projection, whose out is f32 by default)",
+                    self.op
+                )));
+            }
+            None => {}
+        }
+        Ok(self)
     }
 
     /// Asks for the MXFP8 copy of the layer input.
@@ -564,8 +589,10 @@ pub struct OpOutputs {
     pub layer_input: Option<Vec<bf16>>,
     /// head/final output `[T,H]`.
     pub out: Option<Vec<bf16>>,
-    /// projection output `[M,N]`.
+    /// projection output `[M,N]` (f32, the default).
     pub out_f32: Option<Vec<f32>>,
+    /// projection output `[M,N]` in bf16, when asked for ([`OpArgs::with_bf16_out`]).
+    pub out_bf16: Option<Vec<bf16>>,
     /// post `[T,n]` of this seam.
     pub post_out: Option<Vec<f32>>,
     /// comb `[T,n,n]` of this seam.
@@ -603,6 +630,12 @@ impl OpOutputs {
             m.insert(
                 "out".into(),
                 HostTensor::f32("out", &[p.m, p.n], y.clone())?,
+            );
+        }
+        if let (Some(y), Some(p)) = (&self.out_bf16, &args.projection) {
+            m.insert(
+                "out".into(),
+                HostTensor::bf16("out", &[p.m, p.n], y.clone())?,
             );
         }
         if let Some(q) = &self.fp8 {
@@ -694,8 +727,9 @@ pub fn run_map(
     base: &Config,
     inputs: &TensorMap,
     fp8: bool,
+    bf16_out: bool,
 ) -> Result<(TensorMap, Route)> {
-    let args = OpArgs::from_map(op, base, inputs, fp8)?;
+    let args = OpArgs::from_map(op, base, inputs, fp8)?.with_bf16_out(bf16_out)?;
     let (out, route) = backend.execute(&args)?;
     Ok((out.to_map(&args)?, route))
 }

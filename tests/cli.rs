@@ -62,6 +62,85 @@ fn run_roundtrips_a_seam() {
     assert_eq!(outputs["layer_input_scale"].shape, vec![5, 8]);
 }
 
+/// `mhc run --op projection --bf16-out` writes `out` as bf16 [M,N], the reference's f32 output
+/// rounded; without the flag `out` is f32; `--bf16-out` on another op is refused by name.
+#[test]
+fn run_projection_with_bf16_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.safetensors");
+    let output = dir.path().join("out.safetensors");
+    let (i, o) = (input.to_str().unwrap(), output.to_str().unwrap());
+    let (code, _, err) = mhc(&[
+        "sample",
+        "--op",
+        "projection",
+        "--tokens",
+        "3",
+        "--hidden",
+        "256",
+        "--output",
+        i,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let inputs = read_safetensors(&input).unwrap();
+    let cfg = mhc::Preset::V41Flash.config();
+    let args = OpArgs::from_map(Op::Projection, &cfg, &inputs, false).unwrap();
+    let y = CpuBackend.execute(&args).unwrap().0.out_f32.unwrap();
+    for bf16_out in [false, true] {
+        let mut cmd = vec![
+            "run",
+            "--op",
+            "projection",
+            "--input",
+            i,
+            "--output",
+            o,
+            "--backend",
+            "cpu",
+        ];
+        if bf16_out {
+            cmd.push("--bf16-out");
+        }
+        let (code, _, err) = mhc(&cmd);
+        assert_eq!(code, 0, "{err}");
+        let out = &read_safetensors(&output).unwrap()["out"];
+        assert_eq!(out.shape, vec![3, 1024]);
+        if bf16_out {
+            let got = out.as_bf16("out").unwrap();
+            assert!(
+                got.iter()
+                    .zip(&y)
+                    .all(|(b, f)| b.to_bits() == bf16::from_f32(*f).to_bits())
+            );
+        } else {
+            assert_eq!(out.as_f32("out").unwrap(), &y[..]);
+        }
+    }
+    let seam = dir.path().join("seam.safetensors");
+    let s = seam.to_str().unwrap();
+    assert_eq!(
+        mhc(&[
+            "sample", "--op", "seam", "--tokens", "2", "--hidden", "256", "--output", s
+        ])
+        .0,
+        0
+    );
+    let (code, _, err) = mhc(&[
+        "run",
+        "--op",
+        "seam",
+        "--input",
+        s,
+        "--output",
+        "/dev/null",
+        "--backend",
+        "cpu",
+        "--bf16-out",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("`seam`") && err.contains("bf16"), "{err}");
+}
+
 /// `mhc run --op seam` on the CPU, expected to fail with exit code 2: returns stderr.
 fn run_seam_error(input: &str) -> String {
     let (code, _, err) = mhc(&[

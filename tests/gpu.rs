@@ -1054,6 +1054,8 @@ fn every_projection_plan_gives_the_same_bits() {
         let args = OpArgs::from_map(Op::Projection, &c, &inputs, false).unwrap();
         e.set_projection_plan_override(None);
         let want = e.execute(&args).unwrap().0.out_f32.unwrap();
+        let want_b: Vec<u16> = want.iter().map(|v| bf16::from_f32(*v).to_bits()).collect();
+        let args_b = args.clone().with_bf16_out(true).unwrap();
         let mut ran = 0;
         for p in plans {
             e.set_projection_plan_override(Some(p));
@@ -1084,6 +1086,27 @@ fn every_projection_plan_gives_the_same_bits() {
                     .map(|v| v.to_bits())
                     .eq(want.iter().map(|v| v.to_bits())),
                 "M={m} N={n} K={k}: plan {p:?} differs from the default"
+            );
+            // The plan's kernel with bf16 output (its `_ybf16` twin, over a poisoned buffer):
+            // the f32 bits rounded once to nearest even.
+            let (got_b, route_b) = e.execute(&args_b).unwrap();
+            assert_eq!(route_b.path, "fused", "{route_b}");
+            assert_eq!(
+                route_b.kernels,
+                route
+                    .kernels
+                    .iter()
+                    .map(|k| format!("{k}_ybf16"))
+                    .collect::<Vec<_>>()
+            );
+            assert!(
+                got_b
+                    .out_bf16
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .eq(want_b.iter().copied()),
+                "M={m} N={n} K={k}: plan {p:?}, bf16 output: not the f32 output rounded"
             );
             ran += 1;
         }
@@ -1547,6 +1570,7 @@ fn a_consumer_after_a_pdl_seam_reads_its_output() {
                 m: t,
                 n,
                 k: c.hidden,
+                y_bf16: false,
             },
         };
         // SAFETY: a holds t x H, w n x H and y t x n elements.
@@ -1575,6 +1599,11 @@ fn projection_with_k_zero_writes_zeros() {
         "{route}"
     );
     let y = out.out_f32.unwrap();
+    assert_eq!(y.len(), 15);
+    assert!(y.iter().all(|v| v.to_bits() == 0), "{y:?}");
+    let (out, route) = e.execute(&args.with_bf16_out(true).unwrap()).unwrap();
+    assert_eq!(route.kernels, ["uf_projection_ybf16"], "{route}");
+    let y = out.out_bf16.unwrap();
     assert_eq!(y.len(), 15);
     assert!(y.iter().all(|v| v.to_bits() == 0), "{y:?}");
 }
@@ -1616,6 +1645,7 @@ fn projection_chains_with_pdl_and_graphs_match_plain_calls() {
                         m,
                         n,
                         k,
+                        y_bf16: false,
                     },
                 };
                 // SAFETY: a holds m x k, w n x k and y m x n elements.
@@ -1794,6 +1824,57 @@ fn one_hot_pre_is_a_bit_exact_copy_on_the_gpu() {
     }
 }
 
+/// The bf16 output on the generic kernel (`uf_projection_ybf16`) and through the device-buffer
+/// API (`CudaEngine::projection_bf16`, over a poisoned buffer): each the f32 output of the same
+/// path rounded once to nearest even, within the check's bound; a wrong length is refused by name.
+#[test]
+fn projection_bf16_output_on_every_path() {
+    gpu!(e, PathChoice::Auto);
+    let c = cfg(4, 5120);
+    let (m, n, k) = (5, 300, 4104);
+    let spec = InputSpec {
+        op: Op::Projection,
+        t: m,
+        norm: false,
+        proj_nk: (n, k),
+    };
+    let inputs = synth::inputs(&c, &spec, 77);
+    let args = OpArgs::from_map(Op::Projection, &c, &inputs, false).unwrap();
+    let args_b = args.clone().with_bf16_out(true).unwrap();
+    let rounded =
+        |y: &[f32]| -> Vec<u16> { y.iter().map(|v| bf16::from_f32(*v).to_bits()).collect() };
+    for path in [PathChoice::Unfused, PathChoice::Fused] {
+        e.set_path(path);
+        let y = e.execute(&args).unwrap().0.out_f32.unwrap();
+        let (out, route) = e.execute(&args_b).unwrap();
+        assert!(
+            route.kernels.iter().all(|k| k.ends_with("_ybf16")),
+            "{path:?}: {route}"
+        );
+        let ms = check::verify(&args_b, &out).unwrap();
+        assert!(ms.iter().all(|x| x.pass), "{path:?}: {ms:?}");
+        let yb: Vec<u16> = out.out_bf16.unwrap().iter().map(|v| v.to_bits()).collect();
+        assert_eq!(yb, rounded(&y), "{path:?}");
+        if path == PathChoice::Fused {
+            let p = args.projection.unwrap();
+            let (a, w) = (e.upload(p.a).unwrap(), e.upload(p.w).unwrap());
+            let mut yd = e.zeros::<bf16>(m * n).unwrap();
+            yd.poison().unwrap();
+            e.projection_bf16(&c, (m, n, k), &a, &w, &mut yd).unwrap();
+            e.sync().unwrap();
+            let got: Vec<u16> = yd.to_host().unwrap().iter().map(|v| v.to_bits()).collect();
+            assert_eq!(got, rounded(&y), "device-buffer API");
+            let mut short = e.zeros::<bf16>(m * n - 1).unwrap();
+            let err = e
+                .projection_bf16(&c, (m, n, k), &a, &w, &mut short)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("`out`"), "{err}");
+        }
+    }
+    e.set_path(PathChoice::Auto);
+}
+
 #[test]
 fn projection_shapes_accuracy_and_invariance() {
     gpu!(e, PathChoice::Auto);
@@ -1818,6 +1899,20 @@ fn projection_shapes_accuracy_and_invariance() {
             assert_eq!(route.path, "fused", "{route}");
             let ms = check::verify(&args, &out).unwrap();
             assert!(ms.iter().all(|x| x.pass), "M={m} K={k} N={n}: {ms:?}");
+            // bf16 output: within the check's bound, and the f32 output rounded.
+            let args_b = args.clone().with_bf16_out(true).unwrap();
+            let (out_b, route_b) = e.execute(&args_b).unwrap();
+            assert_eq!(route_b.path, "fused", "{route_b}");
+            let ms = check::verify(&args_b, &out_b).unwrap();
+            assert!(ms.iter().all(|x| x.pass), "M={m} K={k} N={n} bf16: {ms:?}");
+            let yb = out_b.out_bf16.unwrap();
+            let y32 = out.out_f32.as_ref().unwrap();
+            assert!(
+                yb.iter()
+                    .zip(y32)
+                    .all(|(b, f)| b.to_bits() == bf16::from_f32(*f).to_bits()),
+                "M={m} K={k} N={n}: bf16 output is not the f32 output rounded"
+            );
             // Row 0 alone gives the same bits as inside the batch.
             let a = inputs["a"].as_bf16("a").unwrap();
             let one = OpArgs::projection(&c, 1, n, k, &a[..k], args.projection.unwrap().w).unwrap();

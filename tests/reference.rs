@@ -273,6 +273,69 @@ fn projection_with_k_zero_is_all_zeros() {
     assert!(y.iter().all(|v| v.to_bits() == 0), "{y:?}");
 }
 
+/// The bf16 output is the f32 output rounded once to nearest even, element for element; it passes
+/// the check's bf16 bound, and nothing else is written. An op other than the projection refuses
+/// the choice by name.
+#[test]
+fn projection_bf16_output_is_the_f32_output_rounded() {
+    let c = cfg(4, 256);
+    for (m, n, k) in [(1, 33, 1032), (3, 100, 4096), (17, 7, 200)] {
+        let spec = InputSpec {
+            op: Op::Projection,
+            t: m,
+            norm: false,
+            proj_nk: (n, k),
+        };
+        let inputs = synth::inputs(&c, &spec, (m + n + k) as u64);
+        let args = OpArgs::from_map(Op::Projection, &c, &inputs, false).unwrap();
+        let y = CpuBackend.execute(&args).unwrap().0.out_f32.unwrap();
+        let args_b = args.clone().with_bf16_out(true).unwrap();
+        let (out, _) = CpuBackend.execute(&args_b).unwrap();
+        assert!(out.out_f32.is_none());
+        let yb = out.out_bf16.clone().unwrap();
+        assert_eq!(yb.len(), m * n);
+        assert!(
+            yb.iter()
+                .zip(&y)
+                .all(|(b, f)| b.to_bits() == bf16::from_f32(*f).to_bits()),
+            "M={m} N={n} K={k}"
+        );
+        // Some elements must differ from their f32 value, or the test would not see a missing
+        // rounding.
+        assert!(yb.iter().zip(&y).any(|(b, f)| b.to_f32() != *f));
+        let ms = check::verify(&args_b, &out).unwrap();
+        assert!(ms.iter().all(|x| x.pass), "M={m} N={n} K={k}: {ms:?}");
+        let map = out.to_map(&args_b).unwrap();
+        assert_eq!(map["out"].shape, vec![m, n]);
+        assert_eq!(map["out"].as_bf16("out").unwrap(), &yb[..]);
+        // A wrong finite value fails: 5 % of the element's sum of magnitudes off, far past half
+        // a bf16 ulp of it (at most 2^-8 of the value) plus 1e-5 of the sum.
+        let p = args.projection.unwrap();
+        let sums = reference::projection::abs_dot(m, n, k, p.a, p.w);
+        let mut bad = out.clone();
+        let i = m * n / 2;
+        bad.out_bf16.as_mut().unwrap()[i] = bf16::from_f64(f64::from(y[i]) + 0.05 * sums[i]);
+        assert!(!check::verify(&args_b, &bad).unwrap().iter().all(|x| x.pass));
+        // NaN (a poisoned element) fails.
+        let mut nan = out.clone();
+        nan.out_bf16.as_mut().unwrap()[0] = bf16::NAN;
+        assert!(!check::verify(&args_b, &nan).unwrap().iter().all(|x| x.pass));
+    }
+    let seam = synth::inputs(
+        &c,
+        &InputSpec {
+            op: Op::Seam,
+            t: 2,
+            norm: false,
+            proj_nk: (0, 0),
+        },
+        1,
+    );
+    let args = OpArgs::from_map(Op::Seam, &c, &seam, false).unwrap();
+    let err = args.with_bf16_out(true).unwrap_err().to_string();
+    assert!(err.contains("`seam`") && err.contains("bf16"), "{err}");
+}
+
 #[test]
 fn nan_and_inf_inputs_do_not_panic() {
     let c = cfg(4, 256);

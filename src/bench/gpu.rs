@@ -416,24 +416,29 @@ pub fn projection_rows(
                 let wp = &wp;
                 let cfg = &cfg;
                 let mut variants: Vec<(&str, bool, Variant<'_>)> = Vec::new();
-                for &pdl in &o.pdl {
-                    variants.push((
-                        "fused",
-                        pdl,
-                        Box::new(move |i: usize| -> Result<()> {
-                            let call =
-                                crate::cuda::RawCall::projection(crate::cuda::RawProjection {
-                                    a: ap,
-                                    w: wp[i],
-                                    y: yp,
-                                    m,
-                                    n,
-                                    k,
-                                });
-                            // SAFETY: buffers hold m*k, n*k and m*n elements.
-                            unsafe { e.launch_raw(cfg, &call, e.stream()) }.map(|_| ())
-                        }),
-                    ));
+                // Ours with f32 output ("fused", the target) and with bf16 output.
+                for (name, y_bf16) in [("fused", false), ("fused-bf16", true)] {
+                    for &pdl in &o.pdl {
+                        variants.push((
+                            name,
+                            pdl,
+                            Box::new(move |i: usize| -> Result<()> {
+                                let call =
+                                    crate::cuda::RawCall::projection(crate::cuda::RawProjection {
+                                        a: ap,
+                                        w: wp[i],
+                                        y: if y_bf16 { ybp } else { yp },
+                                        m,
+                                        n,
+                                        k,
+                                        y_bf16,
+                                    });
+                                // SAFETY: buffers hold m*k, n*k and m*n elements (y and yb in
+                                // the type y_bf16 names).
+                                unsafe { e.launch_raw(cfg, &call, e.stream()) }.map(|_| ())
+                            }),
+                        ));
+                    }
                 }
                 if let Some(b) = &blas {
                     variants.push((
@@ -1084,6 +1089,7 @@ pub fn projection_timeline(
             m,
             n,
             k,
+            y_bf16: false,
         });
         // SAFETY: the buffers hold m*k, n*k and m*n elements.
         unsafe { e.launch_raw(&cfg, &c, e.stream()) }.map(|_| ())

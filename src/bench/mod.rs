@@ -19,7 +19,8 @@ use serde::{Deserialize, Serialize};
 pub struct BenchRow {
     /// `cuda` or `cpu`.
     pub backend: String,
-    /// `fused`, `unfused`, `cpu`, `cublas-f32`, `cublas-bf16`.
+    /// `fused`, `unfused`, `cpu`, `cublas-f32`, `cublas-bf16`; for the projection also `fused-bf16`
+    /// (ours with bf16 output) and `w-stream` (a pure read of w).
     pub path: String,
     /// `graph` (replayed CUDA graph), `eager` (one host call per seam) or `host`.
     pub mode: String,

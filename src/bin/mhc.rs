@@ -166,6 +166,9 @@ struct RunArgs {
     /// Also emit the layer input as MXFP8.
     #[arg(long)]
     fp8: bool,
+    /// projection: write `out` in bf16 (the f32 result rounded once) instead of f32.
+    #[arg(long)]
+    bf16_out: bool,
     #[arg(long, value_enum, default_value = "auto")]
     backend: BackendChoice,
     /// Force a GPU path.
@@ -473,7 +476,7 @@ fn cmd_run(a: RunArgs) -> Result<()> {
     let (be, desc) = backend(a.backend, a.path)?;
     let cfg = a.model.configs(&[Preset::V41Flash]).remove(0);
     let inputs = mhc::tensor::read_safetensors(&a.input)?;
-    let (outputs, route) = ops::run_map(be.as_ref(), a.op, &cfg, &inputs, a.fp8)?;
+    let (outputs, route) = ops::run_map(be.as_ref(), a.op, &cfg, &inputs, a.fp8, a.bf16_out)?;
     mhc::tensor::write_safetensors(&a.output, &outputs)?;
     eprintln!("backend {desc}");
     eprintln!("route {route}");
@@ -771,8 +774,15 @@ fn cmd_kernels(a: KernelsArgs) -> Result<bool> {
             ""
         }
     );
+    // The kernel column fits the longest entry point's name.
+    let wk = cuda::kernels::ALL
+        .iter()
+        .flat_map(|m| m.entry_points())
+        .map(str::len)
+        .max()
+        .unwrap_or(24);
     println!(
-        "{:<24} {:>5} {:>6} {:>8} {:>8} {:>7}",
+        "{:<wk$} {:>5} {:>6} {:>8} {:>8} {:>7}",
         "kernel", "regs", "stack", "spill st", "spill ld", "smem"
     );
     let mut ok = true;
@@ -788,7 +798,7 @@ fn cmd_kernels(a: KernelsArgs) -> Result<bool> {
                     // it does not serve; its spills are shown, not failed.
                     ok &= !spill || a.timeline;
                     println!(
-                        "{:<24} {:>5} {:>6} {:>8} {:>8} {:>7}{}",
+                        "{:<wk$} {:>5} {:>6} {:>8} {:>8} {:>7}{}",
                         r.name,
                         r.registers,
                         r.stack,

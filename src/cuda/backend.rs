@@ -110,13 +110,18 @@ impl Backend for CudaEngine {
         } else {
             None
         };
-        let (a, w, y) = match &args.projection {
+        let (a, w, y, yb) = match &args.projection {
             Some(p) => (
                 Some(self.upload(p.a)?),
                 Some(self.upload(p.w)?),
-                Some(poisoned::<f32>(self, p.m * p.n)?),
+                (!p.bf16_out)
+                    .then(|| poisoned::<f32>(self, p.m * p.n))
+                    .transpose()?,
+                p.bf16_out
+                    .then(|| poisoned::<bf16>(self, p.m * p.n))
+                    .transpose()?,
             ),
-            None => (None, None, None),
+            None => (None, None, None, None),
         };
         let io = RawIo {
             x: ptr(&x),
@@ -137,10 +142,11 @@ impl Backend for CudaEngine {
             .map_or(RawProjection::default(), |p| RawProjection {
                 a: ptr(&a),
                 w: ptr(&w),
-                y: ptr(&y),
+                y: if p.bf16_out { ptr(&yb) } else { ptr(&y) },
                 m: p.m,
                 n: p.n,
                 k: p.k,
+                y_bf16: p.bf16_out,
             });
         let call = RawCall {
             op,
@@ -171,6 +177,7 @@ impl Backend for CudaEngine {
             comb_out: down(&comb_out)?,
             pre_out: down(&pre_out)?,
             out_f32: down(&y)?,
+            out_bf16: down(&yb)?,
             ..Default::default()
         };
         let li = down(&li)?;

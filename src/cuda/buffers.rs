@@ -245,7 +245,7 @@ impl CudaEngine {
         unsafe { self.launch_raw(cfg, &call, self.stream()) }
     }
 
-    /// The compressor projection on device buffers: y `[m,n]` = a `[m,k]` . w `[n,k]`^T.
+    /// The compressor projection on device buffers: y `[m,n]` = a `[m,k]` . w `[n,k]`^T, y f32.
     pub fn projection(
         &self,
         cfg: &Config,
@@ -254,18 +254,43 @@ impl CudaEngine {
         w: &DeviceBuffer<bf16>,
         y: &mut DeviceBuffer<f32>,
     ) -> Result<Route> {
+        self.projection_into(cfg, (m, n, k), a, w, (y.ptr(), y.len(), false))
+    }
+
+    /// The compressor projection with bf16 output: y `[m,n]` is the f32 result of
+    /// [`CudaEngine::projection`] rounded once to nearest even (the same kernels, the same sums).
+    pub fn projection_bf16(
+        &self,
+        cfg: &Config,
+        (m, n, k): (usize, usize, usize),
+        a: &DeviceBuffer<bf16>,
+        w: &DeviceBuffer<bf16>,
+        y: &mut DeviceBuffer<bf16>,
+    ) -> Result<Route> {
+        self.projection_into(cfg, (m, n, k), a, w, (y.ptr(), y.len(), true))
+    }
+
+    fn projection_into(
+        &self,
+        cfg: &Config,
+        (m, n, k): (usize, usize, usize),
+        a: &DeviceBuffer<bf16>,
+        w: &DeviceBuffer<bf16>,
+        (y, y_len, y_bf16): (u64, usize, bool),
+    ) -> Result<Route> {
         Error::check_len("a", &[m, k], a.len())?;
         Error::check_len("w", &[n, k], w.len())?;
-        Error::check_len("out", &[m, n], y.len())?;
+        Error::check_len("out", &[m, n], y_len)?;
         let call = RawCall::projection(RawProjection {
             a: a.ptr(),
             w: w.ptr(),
-            y: y.ptr(),
+            y,
             m,
             n,
             k,
+            y_bf16,
         });
-        // SAFETY: lengths checked above.
+        // SAFETY: lengths checked above; y holds m x n elements of the type y_bf16 names.
         unsafe { self.launch_raw(cfg, &call, self.stream()) }
     }
 }

@@ -172,9 +172,11 @@ pub struct RawWeights {
     pub norm_weight: CUdeviceptr,
 }
 
-/// Operands of the compressor projection: y `[m,n]` f32 = a `[m,k]` . w `[n,k]`^T (bf16). With
-/// programmatic dependent launch on (the engine's `pdl`), the fused kernel starts reading w
-/// while the previous kernel of the stream still runs: w must not be written by that kernel.
+/// Operands of the compressor projection: y `[m,n]` = a `[m,k]` . w `[n,k]`^T (bf16 inputs, f32
+/// accumulation), y f32, or bf16 where `y_bf16` (the f32 result rounded once to nearest even: the
+/// same bits as rounding the f32 output). With programmatic dependent launch on (the engine's
+/// `pdl`), the fused kernel starts reading w while the previous kernel of the stream still runs:
+/// w must not be written by that kernel.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RawProjection {
     pub a: CUdeviceptr,
@@ -183,6 +185,8 @@ pub struct RawProjection {
     pub m: usize,
     pub n: usize,
     pub k: usize,
+    /// y holds bf16 (m x n x 2 bytes) instead of f32.
+    pub y_bf16: bool,
 }
 
 /// One call of the raw API.
@@ -201,7 +205,7 @@ pub struct RawCall {
 }
 
 impl RawCall {
-    /// A projection call: y `[m,n]` f32 = a `[m,k]` . w `[n,k]`^T (no seam tensors or weights).
+    /// A projection call: y `[m,n]` = a `[m,k]` . w `[n,k]`^T (no seam tensors or weights).
     pub fn projection(p: RawProjection) -> Self {
         RawCall {
             op: Op::Projection,
@@ -1327,9 +1331,14 @@ impl CudaEngine {
                     self.proj_plan_override.get().or(self.env_proj_plan),
                 )?;
                 let grid = (pp.blocks, p.m.div_ceil(16) as u32, 1);
+                let kernel = if p.y_bf16 {
+                    format!("{}_ybf16", pp.kernel)
+                } else {
+                    pp.kernel.to_string()
+                };
                 return unsafe {
                     self.run_ex(
-                        pp.kernel,
+                        &kernel,
                         grid,
                         256,
                         pp.smem,
@@ -1347,10 +1356,7 @@ impl CudaEngine {
                             I(pp.kpw as i32),
                             I(pp.nst as i32),
                             P(if self.instrumented {
-                                self.timeline_rows(
-                                    pp.kernel.to_string(),
-                                    (grid.0 * grid.1) as usize,
-                                )
+                                self.timeline_rows(kernel.clone(), (grid.0 * grid.1) as usize)
                             } else {
                                 0
                             }),
@@ -1908,7 +1914,11 @@ impl CudaEngine {
                 Op::Projection => {
                     let p = &call.proj;
                     self.run1d(
-                        "uf_projection",
+                        if p.y_bf16 {
+                            "uf_projection_ybf16"
+                        } else {
+                            "uf_projection"
+                        },
                         p.m * p.n,
                         stream,
                         &[

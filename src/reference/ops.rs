@@ -179,7 +179,12 @@ pub fn execute(args: &OpArgs<'_>) -> Result<OpOutputs> {
         }
         Op::Projection => {
             let p = args.projection.ok_or_else(|| Error::missing("a"))?;
-            o.out_f32 = Some(projection(p.m, p.n, p.k, p.a, p.w));
+            let y = projection(p.m, p.n, p.k, p.a, p.w);
+            if p.bf16_out {
+                o.out_bf16 = Some(y.into_iter().map(bf16::from_f32).collect());
+            } else {
+                o.out_f32 = Some(y);
+            }
             None
         }
     };

@@ -1,6 +1,7 @@
 //! The compressor projection (SPEC section 7): `y[M,N] = a[M,K] . w[N,K]^T`, bf16 inputs, f32
 //! output. The reference accumulates in f64 (products of bf16 values are exact in f64, so this is
-//! as close to the exact dot product as an f32 result can be) and rounds once to f32.
+//! as close to the exact dot product as an f32 result can be) and rounds once to f32. The bf16
+//! output the engines may ask for is that f32 result rounded to nearest even (reference::ops).
 
 use half::bf16;
 use rayon::prelude::*;

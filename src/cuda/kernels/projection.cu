@@ -1,6 +1,8 @@
 // The compressor projection y[M,N] = a[M,K] . w[N,K]^T with bf16 inputs and f32 output
-// (SPEC section 7). At decode M is 1..16 and the op is one pass over w, so the kernel is built to
-// keep the memory system busy from the first cycle of the call to the last:
+// (SPEC section 7), or bf16 output (every entry point again as `<name>_ybf16`: the same f32 sums,
+// rounded once to nearest even at the store). At decode M is 1..16 and the op is one pass over w,
+// so the kernel is built to keep the memory system busy from the first cycle of the call to the
+// last:
 //
 // - G = gridDim.x blocks (by default one per multiprocessor, min(SMs, n-tiles); the plan may
 //   ask for more, sharing SMs, or fewer); block b owns the contiguous n-tiles
@@ -108,9 +110,12 @@ __device__ __forceinline__ void proj_put_partials(float (*part)[PMAX][8], const 
   part[warp][g + 8][2 * q] = e[2];
   part[warp][g + 8][2 * q + 1] = e[3];
 }
+// One output element: f32 as summed, or (the _ybf16 kernels) rounded once to bf16, to nearest even.
+__device__ __forceinline__ void proj_put_y(float* __restrict__ y, size_t i, float s) { y[i] = s; }
+__device__ __forceinline__ void proj_put_y(bf16_t* __restrict__ y, size_t i, float s) { y[i] = f32_to_bf16(s); }
 // Rows n of y at and past nend (N, or the end of a block's rows) are not stored.
-template <bool W16>
-__device__ __forceinline__ void proj_store_tile(const float (*part)[PMAX][8], float* __restrict__ y, int m0,
+template <bool W16, typename YT>
+__device__ __forceinline__ void proj_store_tile(const float (*part)[PMAX][8], YT* __restrict__ y, int m0,
                                                 int mrows, int n0, int N, int nend) {
   if (threadIdx.x < PMAX * 8) {
     const int i = W16 ? threadIdx.x % 16 : threadIdx.x / 8;
@@ -120,14 +125,14 @@ __device__ __forceinline__ void proj_store_tile(const float (*part)[PMAX][8], fl
       float s = part[0][i][c];
 #pragma unroll
       for (int k = 1; k < PNW; ++k) s += part[k][i][c];
-      y[(size_t)(m0 + r) * N + n] = s;
+      proj_put_y(y, (size_t)(m0 + r) * N + n, s);
     }
   }
 }
 
-template <int AR, bool RES, bool W16>
+template <typename YT, int AR, bool RES, bool W16>
 __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
-                                          float* __restrict__ y, int M, int N, int K, int kpw, int nst,
+                                          YT* __restrict__ y, int M, int N, int K, int kpw, int nst,
                                           u64* tl) {
   constexpr bool BIG = AR > 8;
   constexpr int TH = W16 ? 16 : 8;  // rows of w per n-tile
@@ -276,9 +281,9 @@ __device__ __forceinline__ uint4 ld_stream16(const void* p) {
 // second MMA tile whose rows g + 8 and g >= 4 are zeros. An output element is the same MMA element
 // over the same products wherever its row sits in a tile, so the bits are every other plan's.
 #define PBAL_MAX 20
-template <int CR, int CS, bool TWO, bool BAL, bool ONE = false, int MC = 1, bool XF = false, int AW = 0>
+template <typename YT, int CR, int CS, bool TWO, bool BAL, bool ONE = false, int MC = 1, bool XF = false, int AW = 0>
 __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
-                                             float* __restrict__ y, int M, int N, int K, u64* tl) {
+                                             YT* __restrict__ y, int M, int N, int K, u64* tl) {
   static_assert(!(TWO && BAL), "one or the other");
   // Dynamic shared memory: the lane-private vectors (thread-minor, 16 bytes each: CS * 8 of the
   // first tile, then with TWO CR * 8 of the second), with BAL the compact rows ((CR + CS) * 4
@@ -581,9 +586,9 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
 // flight and the stream crosses tile boundaries. Warp wp still runs the k-blocks kb = wp mod PNW
 // of each tile in ascending order into the same four accumulators, and the tile's end is RR's:
 // the bits are every other plan's.
-template <int D>
+template <typename YT, int D>
 __device__ __forceinline__ void proj_rs_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
-                                             float* __restrict__ y, int M, int N, int K, u64* tl) {
+                                             YT* __restrict__ y, int M, int N, int K, u64* tl) {
   extern __shared__ __align__(128) unsigned char psm[];  // the resident rows of a, unpadded
   __shared__ float part[PNW][PMAX][8];
   __shared__ unsigned long long abar;
@@ -678,9 +683,9 @@ __device__ __forceinline__ void proj_rs_body(const bf16_t* __restrict__ a, const
 // pdl_wait() (the first tile; the next after computing the current one), the rows of a land in
 // one bulk copy after the wait, and the tile end is the ring kernel's (non-W16 layout). Same
 // products, MMA sequence, accumulators and warp order as every plan: the same bits.
-template <int CR>
+template <typename YT, int CR>
 __device__ __forceinline__ void proj_rr8_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
-                                              float* __restrict__ y, int M, int N, int K, u64* tl) {
+                                              YT* __restrict__ y, int M, int N, int K, u64* tl) {
   extern __shared__ __align__(128) unsigned char psm[];  // the resident rows of a, unpadded
   __shared__ float part[PNW][PMAX][8];
   __shared__ unsigned long long abar;
@@ -759,12 +764,16 @@ __device__ __forceinline__ void proj_rr8_body(const bf16_t* __restrict__ a, cons
 // (rows of a, resident a, tiles of 16 rows of w). The launch gives the stage width (kpw k-blocks per warp) and the ring
 // depth (nst <= PMAXST) with the dynamic shared memory they need (engine.rs, `projection_plan`).
 // `tl` is the timeline's stamp rows in MHC_TIMELINE builds (else unused; the engine passes null).
-#define PROJ_KERNEL(name, AR, RES, W16)                                                       \
+#define PROJ_KERNEL_Y(name, YT, AR, RES, W16)                                                 \
   extern "C" __global__ void __launch_bounds__(PNW * WARP, 1)                                 \
-      name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst, \
+      name(const bf16_t* a, const bf16_t* w, YT* y, int M, int N, int K, int kpw, int nst,    \
            u64* tl) {                                                                         \
-    proj_body<AR, RES, W16>(a, w, y, M, N, K, kpw, nst, tl);                                  \
+    proj_body<YT, AR, RES, W16>(a, w, y, M, N, K, kpw, nst, tl);                              \
   }
+// Each variant twice: f32 output, and bf16 output (`name`_ybf16; the same sums, rounded once).
+#define PROJ_KERNEL(name, AR, RES, W16)                                                       \
+  PROJ_KERNEL_Y(name, float, AR, RES, W16)                                                    \
+  PROJ_KERNEL_Y(name##_ybf16, bf16_t, AR, RES, W16)
 PROJ_KERNEL(mhc_projection_m4, 4, true, false)
 PROJ_KERNEL(mhc_projection_m8, 8, true, false)
 PROJ_KERNEL(mhc_projection_m16, 16, false, false)
@@ -775,12 +784,15 @@ PROJ_KERNEL(mhc_projection_w16_m8, 8, true, true)
 // (K <= (CR + CS) * 1024), with TWO (rr2) a block's second tile wholly in shared memory, with BAL
 // (rrb) the rows dealt evenly over the blocks (at most 20 a block); same parameters as the ring
 // kernels (kpw and nst unused).
-#define PROJ_RR_KERNEL(name, CR, CS, TWO, BAL, ONE, MC, XF)                                     \
+#define PROJ_RR_KERNEL_Y(name, YT, CR, CS, TWO, BAL, ONE, MC, XF)                             \
   extern "C" __global__ void __launch_bounds__(PNW * WARP, 1)                                 \
-      name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst, \
+      name(const bf16_t* a, const bf16_t* w, YT* y, int M, int N, int K, int kpw, int nst,    \
            u64* tl) {                                                                         \
-    proj_rr_body<CR, CS, TWO, BAL, ONE, MC, XF>(a, w, y, M, N, K, tl);                        \
+    proj_rr_body<YT, CR, CS, TWO, BAL, ONE, MC, XF>(a, w, y, M, N, K, tl);                    \
   }
+#define PROJ_RR_KERNEL(name, CR, CS, TWO, BAL, ONE, MC, XF)                                   \
+  PROJ_RR_KERNEL_Y(name, float, CR, CS, TWO, BAL, ONE, MC, XF)                                \
+  PROJ_RR_KERNEL_Y(name##_ybf16, bf16_t, CR, CS, TWO, BAL, ONE, MC, XF)
 PROJ_RR_KERNEL(mhc_projection_rr_c4, 4, 0, false, false, false, 1, false)
 PROJ_RR_KERNEL(mhc_projection_rr1_c4, 4, 0, false, false, true, 1, false)
 PROJ_RR_KERNEL(mhc_projection_rr_c5, 5, 0, false, false, false, 1, false)
@@ -794,12 +806,15 @@ PROJ_RR_KERNEL(mhc_projection_rrb_c5_mc2, 5, 0, false, true, false, 2, false)
 PROJ_RR_KERNEL(mhc_projection_rrb_c7_xf, 5, 2, false, true, false, 1, true)
 // The last warp waits and copies a first (AW = 1: then loads its own share of w; AW = 2: the
 // other warps copy its share into shared memory).
-#define PROJ_RR_KERNEL_AW(name, CR, CS, BAL, XF, AW)                                              \
+#define PROJ_RR_KERNEL_AW_Y(name, YT, CR, CS, BAL, XF, AW)                                    \
   extern "C" __global__ void __launch_bounds__(PNW * WARP, 1)                                 \
-      name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst, \
+      name(const bf16_t* a, const bf16_t* w, YT* y, int M, int N, int K, int kpw, int nst,    \
            u64* tl) {                                                                         \
-    proj_rr_body<CR, CS, false, BAL, false, 1, XF, AW>(a, w, y, M, N, K, tl);                 \
+    proj_rr_body<YT, CR, CS, false, BAL, false, 1, XF, AW>(a, w, y, M, N, K, tl);             \
   }
+#define PROJ_RR_KERNEL_AW(name, CR, CS, BAL, XF, AW)                                          \
+  PROJ_RR_KERNEL_AW_Y(name, float, CR, CS, BAL, XF, AW)                                       \
+  PROJ_RR_KERNEL_AW_Y(name##_ybf16, bf16_t, CR, CS, BAL, XF, AW)
 PROJ_RR_KERNEL_AW(mhc_projection_rrb_c4_aw, 4, 0, true, false, 1)
 PROJ_RR_KERNEL_AW(mhc_projection_rrb_c5_aw, 5, 0, true, false, 1)
 PROJ_RR_KERNEL_AW(mhc_projection_rrb_c7_xf_aw, 5, 2, true, true, 1)
@@ -808,22 +823,28 @@ PROJ_RR_KERNEL_AW(mhc_projection_rrb_c5_as, 5, 0, true, false, 2)
 
 // The streaming variant: D = 2 k-blocks a warp in flight, two blocks an SM (122 registers; D = 3
 // spilled at the 128 that two blocks allow).
-#define PROJ_RS_KERNEL(name, D)                                                               \
+#define PROJ_RS_KERNEL_Y(name, YT, D)                                                         \
   extern "C" __global__ void __launch_bounds__(PNW * WARP, 2)                                 \
-      name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst, \
+      name(const bf16_t* a, const bf16_t* w, YT* y, int M, int N, int K, int kpw, int nst,    \
            u64* tl) {                                                                         \
-    proj_rs_body<D>(a, w, y, M, N, K, tl);                                                    \
+    proj_rs_body<YT, D>(a, w, y, M, N, K, tl);                                                \
   }
+#define PROJ_RS_KERNEL(name, D)                                                               \
+  PROJ_RS_KERNEL_Y(name, float, D)                                                            \
+  PROJ_RS_KERNEL_Y(name##_ybf16, bf16_t, D)
 PROJ_RS_KERNEL(mhc_projection_rs2, 2)
 
 // The register-resident variant in tiles of 8 rows: CR k-blocks a warp (K <= CR * 1024), MINB
 // blocks an SM (two where the registers allow).
-#define PROJ_RR8_KERNEL(name, CR, MINB)                                                       \
+#define PROJ_RR8_KERNEL_Y(name, YT, CR, MINB)                                                 \
   extern "C" __global__ void __launch_bounds__(PNW * WARP, MINB)                              \
-      name(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K, int kpw, int nst, \
+      name(const bf16_t* a, const bf16_t* w, YT* y, int M, int N, int K, int kpw, int nst,    \
            u64* tl) {                                                                         \
-    proj_rr8_body<CR>(a, w, y, M, N, K, tl);                                                  \
+    proj_rr8_body<YT, CR>(a, w, y, M, N, K, tl);                                              \
   }
+#define PROJ_RR8_KERNEL(name, CR, MINB)                                                       \
+  PROJ_RR8_KERNEL_Y(name, float, CR, MINB)                                                    \
+  PROJ_RR8_KERNEL_Y(name##_ybf16, bf16_t, CR, MINB)
 PROJ_RR8_KERNEL(mhc_projection_rr8_c4, 4, 2)
 PROJ_RR8_KERNEL(mhc_projection_rr8_c5, 5, 2)
 PROJ_RR8_KERNEL(mhc_projection_rr8_c7, 7, 1)

@@ -227,13 +227,21 @@ extern "C" __global__ void mhc_copy(const uint4* src, uint4* dst, size_t n16) {
 
 
 // The compressor projection for any shape: one thread per output, f64 accumulation.
+__device__ __forceinline__ double uf_projection_dot(const bf16_t* a, const bf16_t* w, size_t m, size_t n, int K) {
+  double acc = 0.0;
+  for (int k = 0; k < K; ++k) acc += (double)bf16_to_f32(a[m * K + k]) * (double)bf16_to_f32(w[n * K + k]);
+  return acc;
+}
 extern "C" __global__ void uf_projection(const bf16_t* a, const bf16_t* w, float* y, int M, int N, int K) {
   const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= (size_t)M * N) return;
-  const size_t m = i / N, n = i % N;
-  double acc = 0.0;
-  for (int k = 0; k < K; ++k) acc += (double)bf16_to_f32(a[m * K + k]) * (double)bf16_to_f32(w[n * K + k]);
-  y[i] = (float)acc;
+  y[i] = (float)uf_projection_dot(a, w, i / N, i % N, K);
+}
+// The same with bf16 output: the f64 sum rounded to f32 (as uf_projection stores it), then to bf16.
+extern "C" __global__ void uf_projection_ybf16(const bf16_t* a, const bf16_t* w, bf16_t* y, int M, int N, int K) {
+  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= (size_t)M * N) return;
+  y[i] = f32_to_bf16((float)uf_projection_dot(a, w, i / N, i % N, K));
 }
 
 // An empty kernel for the benchmark: what one node of a replayed chain costs by itself. Like the
