@@ -137,6 +137,8 @@ pub struct CaseReport {
     pub norm: bool,
     /// MXFP8 on.
     pub fp8: bool,
+    /// The projection's output in bf16.
+    pub bf16_out: bool,
     /// The seed of the random inputs (reproduce with MHC_SEED).
     pub seed: u64,
     /// The route the backend took.
@@ -500,7 +502,7 @@ pub fn verify(args: &OpArgs<'_>, out: &OpOutputs) -> Result<Vec<Metric>> {
             .fold(0.0, f64::max);
         ms.push(Metric {
             name: if p.bf16_out {
-                "out (bf16) vs oracle, less half a bf16 ulp / sum|a w|".into()
+                "bf16 out - ulp/2 vs oracle/sum|aw|".into()
             } else {
                 "out vs oracle / sum|a w|".into()
             },
@@ -545,6 +547,8 @@ pub struct Case {
     pub norm: bool,
     /// MXFP8 output.
     pub fp8: bool,
+    /// The projection's output in bf16 instead of f32.
+    pub bf16_out: bool,
 }
 
 /// Generates fresh inputs for `case`, runs `backend`, verifies the outputs.
@@ -556,7 +560,7 @@ pub fn run_case(backend: &dyn Backend, cfg: &Config, case: Case, seed: u64) -> R
         proj_nk: (256, cfg.hidden),
     };
     let inputs = synth::inputs(cfg, &spec, seed);
-    let args = OpArgs::from_map(case.op, cfg, &inputs, case.fp8)?;
+    let args = OpArgs::from_map(case.op, cfg, &inputs, case.fp8)?.with_bf16_out(case.bf16_out)?;
     let (out, route) = backend.execute(&args)?;
     let metrics = verify(&args, &out)?;
     Ok(CaseReport {
@@ -566,6 +570,7 @@ pub fn run_case(backend: &dyn Backend, cfg: &Config, case: Case, seed: u64) -> R
         h: args.cfg.hidden,
         norm: case.norm,
         fp8: case.fp8,
+        bf16_out: case.bf16_out,
         seed,
         route,
         metrics,
@@ -591,8 +596,22 @@ pub fn standard_cases(tokens: &[usize]) -> Vec<Case> {
                 } else {
                     &[false]
                 };
+                // The projection with f32 and with bf16 output.
+                let bf16s: &[bool] = if op == Op::Projection {
+                    &[false, true]
+                } else {
+                    &[false]
+                };
                 for &fp8 in fp8s {
-                    v.push(Case { op, t, norm, fp8 });
+                    for &bf16_out in bf16s {
+                        v.push(Case {
+                            op,
+                            t,
+                            norm,
+                            fp8,
+                            bf16_out,
+                        });
+                    }
                 }
             }
         }

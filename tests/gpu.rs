@@ -96,6 +96,7 @@ fn fused_every_op_every_t(h: usize) {
                 t,
                 norm: true,
                 fp8: op.has_layer_input(),
+                bf16_out: false,
             });
         }
     }
@@ -104,12 +105,14 @@ fn fused_every_op_every_t(h: usize) {
         t: 16384,
         norm: true,
         fp8: true,
+        bf16_out: false,
     });
     cases.push(Case {
         op: Op::Seam,
         t: 16384,
         norm: false,
         fp8: false,
+        bf16_out: false,
     });
     let reports = run_all(&e, &c, &cases);
     // Positive control: these ops really ran fused, so declines elsewhere mean something.
@@ -146,6 +149,7 @@ fn gates_agree_with_the_reference_for_any_eps() {
                 t: 7,
                 norm: op.has_layer_input(),
                 fp8: false,
+                bf16_out: false,
             })
             .collect();
         run_all(&e, &c, &cases);

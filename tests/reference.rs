@@ -54,6 +54,7 @@ fn seam_family_large_t() {
             t: 1000,
             norm: true,
             fp8: true,
+            bf16_out: false,
         }],
     );
 }
