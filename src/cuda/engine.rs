@@ -1332,13 +1332,15 @@ impl CudaEngine {
                 )?;
                 let grid = (pp.blocks, p.m.div_ceil(16) as u32, 1);
                 let kernel = if p.y_bf16 {
-                    format!("{}_ybf16", pp.kernel)
+                    super::kernels::projection_ybf16(pp.kernel).ok_or_else(|| {
+                        Error::Cuda(format!("`{}` has no bf16-output twin", pp.kernel))
+                    })?
                 } else {
-                    pp.kernel.to_string()
+                    pp.kernel
                 };
                 return unsafe {
                     self.run_ex(
-                        &kernel,
+                        kernel,
                         grid,
                         256,
                         pp.smem,
@@ -1356,7 +1358,7 @@ impl CudaEngine {
                             I(pp.kpw as i32),
                             I(pp.nst as i32),
                             P(if self.instrumented {
-                                self.timeline_rows(kernel.clone(), (grid.0 * grid.1) as usize)
+                                self.timeline_rows(kernel.to_string(), (grid.0 * grid.1) as usize)
                             } else {
                                 0
                             }),

@@ -102,65 +102,76 @@ pub const UNFUSED: KernelModule = KernelModule {
     clusters: &[],
 };
 
-/// The compressor projection.
-pub const PROJECTION: KernelModule = KernelModule {
-    name: "projection",
-    source: include_str!("kernels/projection.cu"),
-    functions: &[
-        "mhc_projection_m4",
-        "mhc_projection_m8",
-        "mhc_projection_m16",
-        "mhc_projection_w16_m4",
-        "mhc_projection_w16_m8",
-        "mhc_projection_rr_c4",
-        "mhc_projection_rr1_c4",
-        "mhc_projection_rr_c5",
-        "mhc_projection_rr_c7",
-        "mhc_projection_rr2_c4",
-        "mhc_projection_rr2_c5",
-        "mhc_projection_rrb_c4",
-        "mhc_projection_rrb_c5",
-        "mhc_projection_rrb_c7",
-        "mhc_projection_rrb_c5_mc2",
-        "mhc_projection_rrb_c7_xf",
-        "mhc_projection_rrb_c4_aw",
-        "mhc_projection_rrb_c5_aw",
-        "mhc_projection_rrb_c7_xf_aw",
-        "mhc_projection_rrb_c4_as",
-        "mhc_projection_rrb_c5_as",
-        "mhc_projection_rs2",
-        "mhc_projection_rr8_c4",
-        "mhc_projection_rr8_c5",
-        "mhc_projection_rr8_c7",
-        // The same with bf16 output.
-        "mhc_projection_m4_ybf16",
-        "mhc_projection_m8_ybf16",
-        "mhc_projection_m16_ybf16",
-        "mhc_projection_w16_m4_ybf16",
-        "mhc_projection_w16_m8_ybf16",
-        "mhc_projection_rr_c4_ybf16",
-        "mhc_projection_rr1_c4_ybf16",
-        "mhc_projection_rr_c5_ybf16",
-        "mhc_projection_rr_c7_ybf16",
-        "mhc_projection_rr2_c4_ybf16",
-        "mhc_projection_rr2_c5_ybf16",
-        "mhc_projection_rrb_c4_ybf16",
-        "mhc_projection_rrb_c5_ybf16",
-        "mhc_projection_rrb_c7_ybf16",
-        "mhc_projection_rrb_c5_mc2_ybf16",
-        "mhc_projection_rrb_c7_xf_ybf16",
-        "mhc_projection_rrb_c4_aw_ybf16",
-        "mhc_projection_rrb_c5_aw_ybf16",
-        "mhc_projection_rrb_c7_xf_aw_ybf16",
-        "mhc_projection_rrb_c4_as_ybf16",
-        "mhc_projection_rrb_c5_as_ybf16",
-        "mhc_projection_rs2_ybf16",
-        "mhc_projection_rr8_c4_ybf16",
-        "mhc_projection_rr8_c5_ybf16",
-        "mhc_projection_rr8_c7_ybf16",
-    ],
-    clusters: &[],
-};
+/// The projection's entry points, each twice: `<name>` with f32 output and `<name>_ybf16`, the
+/// same kernel with bf16 output (kernels/projection.cu); and the map from one to the other.
+macro_rules! projection_kernels {
+    ($($name:literal),* $(,)?) => {
+        /// The compressor projection.
+        pub const PROJECTION: KernelModule = KernelModule {
+            name: "projection",
+            source: include_str!("kernels/projection.cu"),
+            functions: &[$($name,)* $(concat!($name, "_ybf16"),)*],
+            clusters: &[],
+        };
+
+        /// The bf16-output twin of projection kernel `name` (None for a name that is not one).
+        pub fn projection_ybf16(name: &str) -> Option<&'static str> {
+            match name {
+                $($name => Some(concat!($name, "_ybf16")),)*
+                _ => None,
+            }
+        }
+    };
+}
+
+projection_kernels!(
+    "mhc_projection_m4",
+    "mhc_projection_m8",
+    "mhc_projection_m16",
+    "mhc_projection_w16_m4",
+    "mhc_projection_w16_m8",
+    "mhc_projection_rr_c4",
+    "mhc_projection_rr1_c4",
+    "mhc_projection_rr_c5",
+    "mhc_projection_rr_c7",
+    "mhc_projection_rr2_c4",
+    "mhc_projection_rr2_c5",
+    "mhc_projection_rrb_c4",
+    "mhc_projection_rrb_c5",
+    "mhc_projection_rrb_c7",
+    "mhc_projection_rrb_c5_mc2",
+    "mhc_projection_rrb_c7_xf",
+    "mhc_projection_rrb_c4_aw",
+    "mhc_projection_rrb_c5_aw",
+    "mhc_projection_rrb_c7_xf_aw",
+    "mhc_projection_rrb_c4_as",
+    "mhc_projection_rrb_c5_as",
+    "mhc_projection_rs2",
+    "mhc_projection_rr8_c4",
+    "mhc_projection_rr8_c5",
+    "mhc_projection_rr8_c7",
+);
 
 /// Every module, in load order.
 pub const ALL: [KernelModule; 3] = [SEAM, UNFUSED, PROJECTION];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every projection kernel has its bf16-output twin in the module, and only those.
+    #[test]
+    fn every_projection_kernel_has_a_bf16_twin() {
+        let f = PROJECTION.functions;
+        let (f32s, twins): (Vec<&str>, Vec<&str>) = f.iter().partition(|n| !n.ends_with("_ybf16"));
+        assert_eq!(f32s.len(), 25);
+        assert_eq!(f32s.len(), twins.len());
+        for n in &f32s {
+            let t = projection_ybf16(n).unwrap();
+            assert_eq!(t, format!("{n}_ybf16"));
+            assert!(twins.contains(&t), "{t}");
+        }
+        assert_eq!(projection_ybf16("mhc_projection_m4_ybf16"), None);
+        assert_eq!(projection_ybf16("mhc_seam"), None);
+    }
+}
