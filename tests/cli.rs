@@ -125,25 +125,14 @@ fn run_projection_with_bf16_output() {
         .0,
         0
     );
-    let (code, _, err) = mhc(&[
-        "run",
-        "--op",
-        "seam",
-        "--input",
-        s,
-        "--output",
-        "/dev/null",
-        "--backend",
-        "cpu",
-        "--bf16-out",
-    ]);
-    assert_eq!(code, 2, "{err}");
+    let err = run_seam_error(s, &["--bf16-out"]);
     assert!(err.contains("`seam`") && err.contains("bf16"), "{err}");
 }
 
-/// `mhc run --op seam` on the CPU, expected to fail with exit code 2: returns stderr.
-fn run_seam_error(input: &str) -> String {
-    let (code, _, err) = mhc(&[
+/// `mhc run --op seam` on the CPU with `extra` arguments, expected to fail with exit code 2:
+/// returns stderr.
+fn run_seam_error(input: &str, extra: &[&str]) -> String {
+    let mut args = vec![
         "run",
         "--op",
         "seam",
@@ -153,7 +142,9 @@ fn run_seam_error(input: &str) -> String {
         "/dev/null",
         "--backend",
         "cpu",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let (code, _, err) = mhc(&args);
     assert_eq!(code, 2, "{err}");
     err
 }
@@ -176,7 +167,7 @@ fn run_names_the_bad_tensor() {
         HostTensor::f32("pre", &[2, 3], vec![0.5; 6]).unwrap(),
     );
     write_safetensors(&input, &m).unwrap();
-    let err = run_seam_error(i);
+    let err = run_seam_error(i, &[]);
     assert!(
         err.contains("`pre`") && err.contains("[2, 4]") && err.contains("[2, 3]"),
         "{err}"
@@ -187,7 +178,7 @@ fn run_names_the_bad_tensor() {
         HostTensor::bf16("pre", &[2, 4], vec![bf16::ONE; 8]).unwrap(),
     );
     write_safetensors(&input, &m).unwrap();
-    let err = run_seam_error(i);
+    let err = run_seam_error(i, &[]);
     assert!(err.contains("`pre`") && err.contains("dtype"), "{err}");
 
     m.insert(
@@ -196,7 +187,7 @@ fn run_names_the_bad_tensor() {
     );
     m.remove("fn");
     write_safetensors(&input, &m).unwrap();
-    let err = run_seam_error(i);
+    let err = run_seam_error(i, &[]);
     assert!(err.contains("`fn`") && err.contains("missing"), "{err}");
 
     std::fs::write(&input, b"not a safetensors file").unwrap();
