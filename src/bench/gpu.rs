@@ -412,16 +412,19 @@ pub fn projection_rows(
             rows.extend(w_stream_rows(e, &wp, (k, n), copy_gbps, o)?);
             for &m in ms {
                 bar.set_message(format!("projection M={m} K={k} N={n}"));
-                let bytes = (n * k * 2 + m * k * 2 + m * n * 4) as f64;
+                // w and a read, y written: 4 bytes an output, 2 with bf16 output.
+                let bytes = |y_bytes: usize| (n * k * 2 + m * k * 2 + m * n * y_bytes) as f64;
                 let wp = &wp;
                 let cfg = &cfg;
-                let mut variants: Vec<(&str, bool, Variant<'_>)> = Vec::new();
+                // (path, pdl, bytes of an output element, the call)
+                let mut variants: Vec<(&str, bool, usize, Variant<'_>)> = Vec::new();
                 // Ours with f32 output ("fused", the target) and with bf16 output.
                 for (name, y_bf16) in [("fused", false), ("fused-bf16", true)] {
                     for &pdl in &o.pdl {
                         variants.push((
                             name,
                             pdl,
+                            if y_bf16 { 2 } else { 4 },
                             Box::new(move |i: usize| -> Result<()> {
                                 let call =
                                     crate::cuda::RawCall::projection(crate::cuda::RawProjection {
@@ -444,15 +447,17 @@ pub fn projection_rows(
                     variants.push((
                         "cublas-f32",
                         false,
+                        4,
                         Box::new(move |i: usize| b.gemm(ap, wp[i], yp, m, n, k, false)),
                     ));
                     variants.push((
                         "cublas-bf16",
                         false,
+                        2,
                         Box::new(move |i: usize| b.gemm(ap, wp[i], ybp, m, n, k, true)),
                     ));
                 }
-                for (name, pdl, f) in variants.iter_mut() {
+                for (name, pdl, y_bytes, f) in variants.iter_mut() {
                     e.set_pdl(*pdl);
                     f(0)?; // warm-up (cuBLAS picks its kernel and workspace outside the capture)
                     e.sync()?;
@@ -467,8 +472,8 @@ pub fn projection_rows(
                     r.pdl = *pdl; // cuBLAS: launched as the library does, recorded as false
                     r.hidden = k;
                     r.n = n;
-                    r.bytes_per_seam = bytes;
-                    r.floor_us = bytes / (copy_gbps * 1e3);
+                    r.bytes_per_seam = bytes(*y_bytes);
+                    r.floor_us = r.bytes_per_seam / (copy_gbps * 1e3);
                     r.launches_per_seam = launches;
                     rows.push(finish(r, us, copies));
                 }
