@@ -94,6 +94,16 @@ pub fn tail_parts_override() -> Result<Option<u32>> {
 /// takes more than one a multiprocessor (tiles in (sms, 2 sms], T = 2113-4224 on the H200), still
 /// two: against one, -0.5 to -6.8 % at T = 2500-4096 at every H, where 4 lost at T >= 3500
 /// (attempt 67).
+///
+/// One part fewer where the tails' blocks would otherwise take more than 3/4 of the
+/// multiprocessors but one part fewer keeps them within 9/10, and the narrower count still gives
+/// every thread of the norm pass one vector at most (`tail_slice` <= `TAIL_NORM_THREADS`): the
+/// tails' blocks leave a multiprocessor only when they end, and the next seam's stream launch (a
+/// block a multiprocessor) lands and stages its fn only where none is left. On the H200 that is
+/// 4 -> 3 parts at 25-39 tiles (T = 385-624) at H = 4096 and 5120; measured at 28-38 tiles: -0.5
+/// to -5.1 % at every T (H = 5120 T = 512 29.1 -> 28.4 us); at 24 tiles even, at 40-56 tiles
+/// +0.3 to +1.4 % at H = 4096, and at H = 7168 (two vectors a thread with 3 parts) +4 %
+/// (PERF_NOTES.md attempt 135).
 pub fn tail_parts(tiles: u32, h: u32, sms: u32) -> u32 {
     let most = if 8 * 4 * tiles <= 3 * sms { 8 } else { 4 };
     let widest = (h / 8 / 64).clamp(1, most);
@@ -102,7 +112,27 @@ pub fn tail_parts(tiles: u32, h: u32, sms: u32) -> u32 {
     } else {
         1
     };
-    parts.min(widest)
+    let parts = parts.min(widest);
+    if parts > 2
+        && 4 * tiles * parts > 3 * sms
+        && 10 * tiles * (parts - 1) <= 9 * sms
+        && tail_slice(h, parts - 1) <= TAIL_NORM_THREADS
+    {
+        parts - 1
+    } else {
+        parts
+    }
+}
+
+/// Threads of a split-tails block that run the RMSNorm pass in every part: its 256 threads less
+/// part 0's gate warp (kernels/seam.cu, `finish_tile`).
+const TAIL_NORM_THREADS: u32 = 256 - 32;
+
+/// Vectors of 8 channels in one part's slice of H when a tile's tails take `parts` blocks: whole
+/// MXFP8 blocks of 4 vectors (kernels/seam.cu, `finish_tile`'s `per`).
+fn tail_slice(h: u32, parts: u32) -> u32 {
+    let h8 = h / 8;
+    (h8.div_ceil(parts.max(1)) + 3) & !3
 }
 
 /// Fewest tiles for the stream variant of the seams' tiles launch (V4.1 and V4): one, so every
@@ -1015,7 +1045,13 @@ mod tests {
         assert_eq!(tail_parts(12, 4096, 132), 8); // T = 192
         assert_eq!(tail_parts(13, 7168, 132), 4); // T = 208
         assert_eq!(tail_parts(8, 512, 132), 1); // H too narrow for two slices of 64 vectors
-        assert_eq!(tail_parts(32, 5120, 132), 4); // T = 512 at V4.1-Flash
+        assert_eq!(tail_parts(24, 5120, 132), 4); // T = 384: 96 blocks, within 3/4 of the SMs
+        assert_eq!(tail_parts(28, 5120, 132), 3); // T = 448: 112 blocks with 4 parts, 84 with 3
+        assert_eq!(tail_parts(32, 5120, 132), 3); // T = 512 at V4.1-Flash
+        assert_eq!(tail_parts(32, 4096, 132), 3);
+        assert_eq!(tail_parts(32, 7168, 132), 4); // 3 parts: 300 vectors a part, two a thread
+        assert_eq!(tail_parts(39, 5120, 132), 3); // T = 624
+        assert_eq!(tail_parts(40, 5120, 132), 4); // T = 640: 120 blocks with 3 parts
         assert_eq!(tail_parts(63, 5120, 132), 4); // T = 1001
         assert_eq!(tail_parts(128, 5120, 132), 2); // T = 2048
         assert_eq!(tail_parts(188, 5120, 132), 2); // T = 3000
