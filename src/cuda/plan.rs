@@ -100,10 +100,11 @@ pub fn tail_parts_override() -> Result<Option<u32>> {
 /// every thread of the norm pass one vector at most (`tail_slice` <= `TAIL_NORM_THREADS`): the
 /// tails' blocks leave a multiprocessor only when they end, and the next seam's stream launch (a
 /// block a multiprocessor) lands and stages its fn only where none is left. On the H200 that is
-/// 4 -> 3 parts at 25-39 tiles (T = 385-624) at H = 4096 and 5120; measured at 28-38 tiles: -0.5
-/// to -5.1 % at every T (H = 5120 T = 512 29.1 -> 28.4 us); at 24 tiles even, at 40-56 tiles
-/// +0.3 to +1.4 % at H = 4096, and at H = 7168 (two vectors a thread with 3 parts) +4 %
-/// (PERF_NOTES.md attempt 135).
+/// 4 -> 3 parts at 25-39 tiles (T = 385-624) at H = 4096 and 5120. Measured against 4 parts: at
+/// H = 5120 -1.2 to -5.0 % at T = 400 and 448-624 (T = 512 29.1 -> 28.3-28.6 us) but +1.6 % at
+/// T = 416, at H = 4096 -0.2 to -2.0 %; 3 parts forced at 24 tiles were even, at 40-56 tiles +0.3
+/// to +1.4 % at H = 4096, and at H = 7168 (two vectors a thread) +4 to +8 % (PERF_NOTES.md
+/// attempt 135). (A tails block has 256 threads on every default plan.)
 pub fn tail_parts(tiles: u32, h: u32, sms: u32) -> u32 {
     let most = if 8 * 4 * tiles <= 3 * sms { 8 } else { 4 };
     let widest = (h / 8 / 64).clamp(1, most);
