@@ -118,15 +118,17 @@ fn run_projection_with_bf16_output() {
     }
     let seam = dir.path().join("seam.safetensors");
     let s = seam.to_str().unwrap();
-    assert_eq!(
-        mhc(&[
-            "sample", "--op", "seam", "--tokens", "2", "--hidden", "256", "--output", s
-        ])
-        .0,
-        0
-    );
+    sample_seam(s);
     let err = run_seam_error(s, &["--bf16-out"]);
     assert!(err.contains("`seam`") && err.contains("bf16"), "{err}");
+}
+
+/// `mhc sample` of a small seam (T = 2, H = 256) into `path`.
+fn sample_seam(path: &str) {
+    let args = [
+        "sample", "--op", "seam", "--tokens", "2", "--hidden", "256", "--output", path,
+    ];
+    assert_eq!(mhc(&args).0, 0);
 }
 
 /// `mhc run --op seam` on the CPU with `extra` arguments, expected to fail with exit code 2:
@@ -154,13 +156,7 @@ fn run_names_the_bad_tensor() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in.safetensors");
     let i = input.to_str().unwrap();
-    assert_eq!(
-        mhc(&[
-            "sample", "--op", "seam", "--tokens", "2", "--hidden", "256", "--output", i
-        ])
-        .0,
-        0
-    );
+    sample_seam(i);
     let mut m = read_safetensors(&input).unwrap();
     m.insert(
         "pre".into(),
