@@ -34,7 +34,7 @@ declare -A WANT=(
 # The _aw and _as variants: only their last warp waits, before its own loads by design; the same
 # loads of the other warps must come before the first mbarrier wait instead.
 declare -A WANT_MBAR=(
-  [rrb_c4_aw]=32 [rrb_c5_aw]=40 [rrb_c7_xf_aw]=80 [rrb_c4_as]=32 [rrb_c5_as]=40
+  [rrb_c4_aw]=32 [rrb_c5_aw]=40 [rrb_c7_xf_aw]=80 [rrb_c4_as]=32 [rrb_c5_as]=40 [rrb_c4_as_mc2]=32 [rrb_c5_as_mc2]=40
 )
 RING=(m4 m8 m16 w16_m4 w16_m8)
 fail=0

@@ -993,7 +993,7 @@ fn lanes_by_channels_give_the_same_bits() {
 fn every_projection_plan_gives_the_same_bits() {
     gpu!(e, PathChoice::Fused);
     let c = cfg(4, 5120);
-    let plans: [(u32, u32, u32, u32, u32); 33] = [
+    let plans: [(u32, u32, u32, u32, u32); 34] = [
         (0, 0, 0, 0, 0),
         (1, 1, 0, 0, 0),
         (1, 8, 0, 0, 0),
@@ -1021,6 +1021,7 @@ fn every_projection_plan_gives_the_same_bits() {
         (3, 0, 0, 0, 3),
         (5, 0, 0, 0, 3),
         (6, 0, 0, 0, 3),
+        (7, 0, 0, 0, 3),
         (0, 0, 0, 16, 3),
         (0, 0, 0, 0, 4),
         (0, 0, 3, 16, 4),
@@ -1074,9 +1075,11 @@ fn every_projection_plan_gives_the_same_bits() {
                             || p.4 == 2 && (k > 5120 || m > 4 && k > 4104)
                             || p.4 == 3 && m > 4 && k > 5120
                             // the multicast needs K a multiple of 16 and an even grid
-                            || p.0 == 2 && p.4 == 3 && (k % 16 != 0 || n.div_ceil(16).min(132) % 2 != 0)
+                            || matches!(p.0, 2 | 7)
+                                && p.4 == 3
+                                && (k % 16 != 0 || n.div_ceil(16).min(132) % 2 != 0)
                             // the last warp's share of w copied by the others: K <= 5120
-                            || p.0 == 6 && p.4 == 3 && k > 5120)
+                            || matches!(p.0, 6 | 7) && p.4 == 3 && k > 5120)
                             && err.to_string().contains("projection plan"),
                         "M={m} N={n} K={k} plan {p:?}: {err}"
                     );

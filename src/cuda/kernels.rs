@@ -146,6 +146,8 @@ projection_kernels!(
     "mhc_projection_rrb_c7_xf_aw",
     "mhc_projection_rrb_c4_as",
     "mhc_projection_rrb_c5_as",
+    "mhc_projection_rrb_c4_as_mc2",
+    "mhc_projection_rrb_c5_as_mc2",
     "mhc_projection_rs2",
     "mhc_projection_rr8_c4",
     "mhc_projection_rr8_c5",
@@ -164,7 +166,7 @@ mod tests {
     fn every_projection_kernel_has_a_bf16_twin() {
         let f = PROJECTION.functions;
         let (f32s, twins): (Vec<&str>, Vec<&str>) = f.iter().partition(|n| !n.ends_with("_ybf16"));
-        assert_eq!(f32s.len(), 25);
+        assert_eq!(f32s.len(), 27);
         assert_eq!(f32s.len(), twins.len());
         for n in &f32s {
             let t = projection_ybf16(n).unwrap();

@@ -35,11 +35,11 @@
 //   memory and stored;
 // - the register-resident variants (rr, rr2, rrb; further down) skip the ring: each warp loads its
 //   k-blocks of a 16-row tile straight into registers before the wait, as a pure read of w does,
-//   and runs the W16 MMA sequence from there; the H200 table (plan.rs) takes rr at N = 1024 and
-//   2048 (and without PDL; rr1, its loads each tested, at 4096 x 1024 from M = 3 with PDL), and
-//   rrb (the rows dealt evenly) at every N of K = 4096 and 5120 but 4096 x 1024 (at 5120 x 1024,
-//   M = 2..4, rrb_c5_mc2: the rows of a multicast over clusters of two), and at 7168 x 2560 with
-//   its compact rows first (rrb_c7_xf);
+//   and runs the W16 MMA sequence from there; the H200 table (plan.rs) takes rr at K = 7168,
+//   N = 1024 and 2048 (and without PDL), and rrb (the rows dealt evenly) at every N of K = 4096
+//   and 5120 (at 4096 x 1024 and, M <= 4, 5120 x 1024 rrb_c4_as_mc2 and rrb_c5_as_mc2: the rows
+//   of a multicast over clusters of two by the last warp, whose share of w the others copy), and
+//   at 7168 x 2560 with its compact rows first (rrb_c7_xf);
 // - the streaming variant (rs2) keeps only two k-blocks a warp in registers at a time, so
 //   that two blocks share an SM (no table entry since attempt 102);
 // - the register-resident variant in tiles of 8 rows (rr8; last) holds half RR's registers of w
@@ -438,11 +438,25 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
     }
   };
   const bool aw = AW && warp == PNW - 1;
+  // With MC as well (rrb_c5_as_mc2), the last warp multicasts its block's part of a's rows into
+  // both blocks of the cluster once both blocks' barriers are ready (the other warps join that
+  // cluster barrier after their loads of w).
   if (aw) {
     pdl_wait();
+    if constexpr (MC > 1) cluster_wait();
     if (lane == 0) {
       mbar_expect_tx(&abar, 2u * (u32)K * mrows);
-      bulk_copy(asm_, a + (size_t)m0 * K, 2u * (u32)K * mrows, &abar);
+      if constexpr (MC == 1) {
+        bulk_copy(asm_, a + (size_t)m0 * K, 2u * (u32)K * mrows, &abar);
+      } else {
+        const u32 part = 2u * (u32)K * mrows / MC, r = cluster_rank();
+        asm volatile(
+            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], "
+            "%4;" ::"r"(smem_u32(asm_ + r * part)),
+            "l"((const unsigned char*)(a + (size_t)m0 * K) + r * part), "r"(part), "r"(smem_u32(&abar)),
+            "h"((unsigned short)((1u << MC) - 1))
+            : "memory");
+      }
     }
   }
   if (!(AW == 2 && aw)) {  // (the _as variants' last warp loads no w)
@@ -480,8 +494,10 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
   // The rows of a are contiguous: one copy (per-row copies cost 5-7 % at M = 2 and 4; the
   // unpadded rows put two tokens of a quarter-warp's 16-byte reads in one bank).
   if constexpr (AW) {
+    if (MC > 1 && !aw) cluster_wait();  // (the last warp's was before its copy)
     mbar_wait(&abar, 0);
     if (AW == 2 && aw) mbar_wait(&wbar, 0);
+    if constexpr (MC > 1) cluster_arrive_relaxed();  // all of a landed here: the matching wait is before the exit
   } else if constexpr (MC == 1) {
     if (threadIdx.x == 0) mbar_expect_tx(&abar, 2u * (u32)K * mrows);
     if (threadIdx.x == 1) bulk_copy(asm_, a + (size_t)m0 * K, 2u * (u32)K * mrows, &abar);
@@ -806,20 +822,23 @@ PROJ_RR_KERNEL(mhc_projection_rrb_c5_mc2, 5, 0, false, true, false, 2, false)
 PROJ_RR_KERNEL(mhc_projection_rrb_c7_xf, 5, 2, false, true, false, 1, true)
 // The last warp waits and copies a first (AW = 1: then loads its own share of w; AW = 2: the
 // other warps copy its share into shared memory).
-#define PROJ_RR_KERNEL_AW_Y(name, YT, CR, CS, BAL, XF, AW)                                    \
+// MC = 2: a multicast over clusters of two as in rrb_c5_mc2, its copy issued by the last warp.
+#define PROJ_RR_KERNEL_AW_Y(name, YT, CR, CS, BAL, XF, AW, MC)                                \
   extern "C" __global__ void __launch_bounds__(PNW * WARP, 1)                                 \
       name(const bf16_t* a, const bf16_t* w, YT* y, int M, int N, int K, int kpw, int nst,    \
            u64* tl) {                                                                         \
-    proj_rr_body<YT, CR, CS, false, BAL, false, 1, XF, AW>(a, w, y, M, N, K, tl);             \
+    proj_rr_body<YT, CR, CS, false, BAL, false, MC, XF, AW>(a, w, y, M, N, K, tl);            \
   }
-#define PROJ_RR_KERNEL_AW(name, CR, CS, BAL, XF, AW)                                          \
-  PROJ_RR_KERNEL_AW_Y(name, float, CR, CS, BAL, XF, AW)                                       \
-  PROJ_RR_KERNEL_AW_Y(name##_ybf16, bf16_t, CR, CS, BAL, XF, AW)
-PROJ_RR_KERNEL_AW(mhc_projection_rrb_c4_aw, 4, 0, true, false, 1)
-PROJ_RR_KERNEL_AW(mhc_projection_rrb_c5_aw, 5, 0, true, false, 1)
-PROJ_RR_KERNEL_AW(mhc_projection_rrb_c7_xf_aw, 5, 2, true, true, 1)
-PROJ_RR_KERNEL_AW(mhc_projection_rrb_c4_as, 4, 0, true, false, 2)
-PROJ_RR_KERNEL_AW(mhc_projection_rrb_c5_as, 5, 0, true, false, 2)
+#define PROJ_RR_KERNEL_AW(name, CR, CS, BAL, XF, AW, MC)                                      \
+  PROJ_RR_KERNEL_AW_Y(name, float, CR, CS, BAL, XF, AW, MC)                                   \
+  PROJ_RR_KERNEL_AW_Y(name##_ybf16, bf16_t, CR, CS, BAL, XF, AW, MC)
+PROJ_RR_KERNEL_AW(mhc_projection_rrb_c4_aw, 4, 0, true, false, 1, 1)
+PROJ_RR_KERNEL_AW(mhc_projection_rrb_c5_aw, 5, 0, true, false, 1, 1)
+PROJ_RR_KERNEL_AW(mhc_projection_rrb_c7_xf_aw, 5, 2, true, true, 1, 1)
+PROJ_RR_KERNEL_AW(mhc_projection_rrb_c4_as, 4, 0, true, false, 2, 1)
+PROJ_RR_KERNEL_AW(mhc_projection_rrb_c5_as, 5, 0, true, false, 2, 1)
+PROJ_RR_KERNEL_AW(mhc_projection_rrb_c4_as_mc2, 4, 0, true, false, 2, 2)
+PROJ_RR_KERNEL_AW(mhc_projection_rrb_c5_as_mc2, 5, 0, true, false, 2, 2)
 
 // The streaming variant: D = 2 k-blocks a warp in flight, two blocks an SM (122 registers; D = 3
 // spilled at the 128 that two blocks allow).
