@@ -438,9 +438,9 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
     }
   };
   const bool aw = AW && warp == PNW - 1;
-  // With MC as well (rrb_c5_as_mc2), the last warp multicasts its block's part of a's rows into
-  // both blocks of the cluster once both blocks' barriers are ready (the other warps join that
-  // cluster barrier after their loads of w).
+  // With MC as well (rrb_c4_as_mc2, rrb_c5_as_mc2), the last warp multicasts its block's part of
+  // a's rows into both blocks of the cluster once both blocks' barriers are ready (the other
+  // warps join that cluster barrier after their loads of w).
   if (aw) {
     pdl_wait();
     if constexpr (MC > 1) cluster_wait();
