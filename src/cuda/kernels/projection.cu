@@ -281,6 +281,19 @@ __device__ __forceinline__ uint4 ld_stream16(const void* p) {
 // second MMA tile whose rows g + 8 and g >= 4 are zeros. An output element is the same MMA element
 // over the same products wherever its row sits in a tile, so the bits are every other plan's.
 #define PBAL_MAX 20
+// This block's 1/MC of `bytes` at src (16-byte pieces) multicast into the same offset of every
+// block of its cluster (the _mc2 variants: each block then expects all `bytes` on its `bar`).
+template <int MC>
+__device__ __forceinline__ void bulk_multicast_part(unsigned char* dst, const bf16_t* src, u32 bytes,
+                                                    unsigned long long* bar) {
+  const u32 part = bytes / MC, r = cluster_rank();
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], "
+      "%4;" ::"r"(smem_u32(dst + r * part)),
+      "l"((const unsigned char*)src + r * part), "r"(part), "r"(smem_u32(bar)), "h"((unsigned short)((1u << MC) - 1))
+      : "memory");
+}
+
 template <typename YT, int CR, int CS, bool TWO, bool BAL, bool ONE = false, int MC = 1, bool XF = false, int AW = 0>
 __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
                                              YT* __restrict__ y, int M, int N, int K, u64* tl) {
@@ -449,13 +462,7 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
       if constexpr (MC == 1) {
         bulk_copy(asm_, a + (size_t)m0 * K, 2u * (u32)K * mrows, &abar);
       } else {
-        const u32 part = 2u * (u32)K * mrows / MC, r = cluster_rank();
-        asm volatile(
-            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], "
-            "%4;" ::"r"(smem_u32(asm_ + r * part)),
-            "l"((const unsigned char*)(a + (size_t)m0 * K) + r * part), "r"(part), "r"(smem_u32(&abar)),
-            "h"((unsigned short)((1u << MC) - 1))
-            : "memory");
+        bulk_multicast_part<MC>(asm_, a + (size_t)m0 * K, 2u * (u32)K * mrows, &abar);
       }
     }
   }
@@ -508,17 +515,9 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
     // launches it in clusters of MC only where K is a multiple of 8 * MC (16-byte pieces) and
     // every block has rows (no block leaves before the cluster barriers).
     cluster_wait();  // every block's barrier is initialized
-    const u32 bytes = 2u * (u32)K * mrows, part = bytes / MC;
+    const u32 bytes = 2u * (u32)K * mrows;
     if (threadIdx.x == 0) mbar_expect_tx(&abar, bytes);
-    if (threadIdx.x == 1) {
-      const u32 r = cluster_rank();
-      asm volatile(
-          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], "
-          "%4;" ::"r"(smem_u32(asm_ + r * part)),
-          "l"((const unsigned char*)(a + (size_t)m0 * K) + r * part), "r"(part), "r"(smem_u32(&abar)),
-          "h"((unsigned short)((1u << MC) - 1))
-          : "memory");
-    }
+    if (threadIdx.x == 1) bulk_multicast_part<MC>(asm_, a + (size_t)m0 * K, bytes, &abar);
     mbar_wait(&abar, 0);
     cluster_arrive_relaxed();  // all of a landed here: the matching wait is before the exit
   }
