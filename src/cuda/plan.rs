@@ -732,10 +732,10 @@ pub type ProjOverride = (u32, u32, u32, u32, u32);
 /// It loses at N = 2560 (+1 to +4 %) and past K = 5120 (+17 to +35 %, rrb_c7_xf_as, not kept).
 ///
 /// The two together, the last warp waiting and multicasting a over clusters of two while the
-/// other warps copy its share of w (kpw = 7, regs = 3, rrb_c5_as_mc2; attempt 138, one run of three
-/// rounds): at 5120 x 1024 with PDL, M = 1 / 2 / 3 / 4, -2.7 / -3.5 % against the last warp's
-/// share copied (M = 1, 2) and -2.3 / -1.2 % against the multicast (M = 3, 4), which the table
-/// took there before; +0.5 % at M = 8 (rrb_c5 stays) and +10 % at 5120 x 2048. Its K = 4096 twin
+/// other warps copy its share of w (kpw = 7, regs = 3, rrb_c5_as_mc2; attempt 138, an A/B of three
+/// rounds against the table it replaced, the last warp's share copied at M <= 2 and the multicast
+/// at M = 3, 4): at 5120 x 1024 with PDL, M = 1 / 2 / 3 / 4, -2.1 / -4.2 / -2.6 / -1.6 %; +0.5 to
+/// +0.8 % at M = 8 (rrb_c5 stays) and +10 % at 5120 x 2048. Its K = 4096 twin
 /// (rrb_c4_as_mc2; one run of three rounds): at 4096 x 1024 with PDL, M = 1 / 2 / 3 / 4 / 8,
 /// -2.4 / -6.1 / -5.3 / -5.2 / -3.3 % against the table before (RR at M <= 2, rr1_c4 past it), the
 /// first plan there at 80 % of copy at every M <= 4; +6 % at 4096 x 2048 and +12 % at 4096 x 2560.
