@@ -95,6 +95,31 @@ fn time_each(e: &CudaEngine, n: usize, mut f: impl FnMut() -> Result<()>) -> Res
     ev.micros(e)
 }
 
+/// Times several captured graphs in interleaved rounds: in each of `rounds` rounds every graph
+/// is replayed its own number of times (`reps`), the graphs' order reversed every other round, so
+/// that no configuration is always the one timed after another on the same buffers. (Timed one
+/// after the other, the second configuration at T = 16384 read 1.3-2.2 % slower whichever it
+/// was: BENCHMARKS.md, "The timed configurations' order".) Returns each graph's samples.
+fn time_interleaved(
+    e: &CudaEngine,
+    rounds: usize,
+    graphs: &[(&crate::cuda::Graph, usize)],
+) -> Result<Vec<Vec<f64>>> {
+    let mut us = vec![Vec::new(); graphs.len()];
+    for round in 0..rounds {
+        let order: Vec<usize> = if round % 2 == 0 {
+            (0..graphs.len()).collect()
+        } else {
+            (0..graphs.len()).rev().collect()
+        };
+        for i in order {
+            let (g, reps) = graphs[i];
+            us[i].extend(time_each(e, reps, || g.launch())?);
+        }
+    }
+    Ok(us)
+}
+
 /// Device-to-device copy bandwidth (GB/s, bytes read + written) of a vectorized copy kernel over
 /// `bytes` (>= 1 GiB in the protocol): the median of 10 copies.
 pub fn copy_bandwidth(e: &CudaEngine, bytes: usize) -> Result<f64> {
@@ -306,7 +331,9 @@ pub fn seam_rows(
             } else {
                 &[false]
             };
+            // Every setting's graph first, then their timings interleaved (`time_interleaved`).
             let mut route = crate::Route::default();
+            let mut timed = Vec::new();
             for &pdl in pdls {
                 bar.set_message(format!("H={} T={t} {} pdl={pdl}", cfg.hidden, path.name()));
                 e.set_pdl(pdl);
@@ -321,7 +348,11 @@ pub fn seam_rows(
                 } else {
                     o.reps
                 };
-                let us = time_each(e, o.rounds * reps, || graph.launch())?;
+                timed.push((pdl, route.clone(), graph, launches, reps));
+            }
+            let runs: Vec<_> = timed.iter().map(|x| (&x.2, x.4)).collect();
+            let samples = time_interleaved(e, o.rounds, &runs)?;
+            for ((pdl, route, _, launches, _), us) in timed.into_iter().zip(samples) {
                 let mut r = gpu_row(e, cfg, t, copy_gbps);
                 r.op = op.to_string();
                 r.path = route.path.clone();
@@ -457,14 +488,22 @@ pub fn projection_rows(
                         Box::new(move |i: usize| b.gemm(ap, wp[i], ybp, m, n, k, true)),
                     ));
                 }
-                for (name, pdl, y_bytes, f) in variants.iter_mut() {
+                // Every variant's graph first, then their timings interleaved.
+                let mut graphs = Vec::new();
+                for (_, pdl, _, f) in variants.iter_mut() {
                     e.set_pdl(*pdl);
                     f(0)?; // warm-up (cuBLAS picks its kernel and workspace outside the capture)
                     e.sync()?;
-                    let graph = e.capture(|_| (0..copies).try_for_each(f))?;
-                    let launches = graph.kernel_nodes()? as f64 / copies as f64;
+                    let graph = e.capture(|_| (0..copies).try_for_each(&mut *f))?;
                     graph.launch()?;
-                    let us = time_each(e, o.rounds * o.reps, || graph.launch())?;
+                    graphs.push(graph);
+                }
+                let runs: Vec<_> = graphs.iter().map(|g| (g, o.reps)).collect();
+                let samples = time_interleaved(e, o.rounds, &runs)?;
+                for (((name, pdl, y_bytes, _), graph), us) in
+                    variants.iter().zip(&graphs).zip(samples)
+                {
+                    let launches = graph.kernel_nodes()? as f64 / copies as f64;
                     let mut r = gpu_row(e, cfg, m, copy_gbps);
                     r.op = "projection".into();
                     r.path = name.to_string();
