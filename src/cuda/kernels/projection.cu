@@ -114,12 +114,14 @@ __device__ __forceinline__ void proj_put_partials(float (*part)[PMAX][8], const 
 __device__ __forceinline__ void proj_put_y(float* __restrict__ y, size_t i, float s) { y[i] = s; }
 __device__ __forceinline__ void proj_put_y(bf16_t* __restrict__ y, size_t i, float s) { y[i] = f32_to_bf16(s); }
 // Rows n of y at and past nend (N, or the end of a block's rows) are not stored.
+// Threads tid < PMAX * 8 store (tid: threadIdx.x, or with two tiles' stores at once the thread's
+// index within its half).
 template <bool W16, typename YT>
 __device__ __forceinline__ void proj_store_tile(const float (*part)[PMAX][8], YT* __restrict__ y, int m0,
-                                                int mrows, int n0, int N, int nend) {
-  if (threadIdx.x < PMAX * 8) {
-    const int i = W16 ? threadIdx.x % 16 : threadIdx.x / 8;
-    const int c = W16 ? threadIdx.x / 16 : threadIdx.x % 8;
+                                                int mrows, int n0, int N, int nend, int tid = threadIdx.x) {
+  if (tid < PMAX * 8) {
+    const int i = W16 ? tid % 16 : tid / 8;
+    const int c = W16 ? tid / 16 : tid % 8;
     const int r = W16 ? c : i, n = n0 + (W16 ? i : c);
     if (r < mrows && n < nend) {
       float s = part[0][i][c];
@@ -527,7 +529,12 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
   // Tile t, from registers (and CS k-blocks from lane-private vector 0 on), or (insm, TWO's
   // second tile) wholly from shared memory from vector CS * 8 on, or (inx, BAL's second) from the
   // compact area.
-  auto run_tile = [&](int t, bool insm, bool inx) {
+  // With BAL's two tiles (END = 1 for the register tile, 2 for the compact one) both tiles' sums
+  // wait behind one barrier and are stored at once, each by half the block (PERF_NOTES.md attempt
+  // 139: one barrier, store pass and barrier fewer in the call's tail); the same partials summed
+  // in the same warp order, so the same bits. END = 0: the tile's own end.
+  __shared__ float part1[BAL && !XF ? PNW : 1][PMAX][8];
+  auto run_tile = [&](int t, bool insm, bool inx, int END) {
     if (t == t1 - 1) STAMP(tl, PTL_LAST);
     // This thread's own vectors, where the tile reads any: the register tile of rr and rrb
     // starts as its registers land, without waiting for the second tile's or the compact rows'
@@ -564,26 +571,37 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
       proj_kblock_mma<true, false>(d, x0, x1, av, av);
     }
     // The ring kernel's tile end (W16 layout).
-    proj_put_partials(part, d, warp, g, q);
+    proj_put_partials(END == 2 ? part1 : part, d, warp, g, q);
+    if (END == 1) return;
     __syncthreads();
     if (t == t1 - 1) STAMP(tl, PTL_STORE);
+    if (END == 2) {
+      static_assert(PNW * WARP / 2 >= PMAX * 8, "a half of the block stores a whole tile");
+      const int half = threadIdx.x / (PNW * WARP / 2), ht = threadIdx.x % (PNW * WARP / 2);
+      proj_store_tile<true>(half ? part1 : part, y, m0, mrows, tile_n0(half), N, r1, ht);
+      return;
+    }
     proj_store_tile<true>(part, y, m0, mrows, tile_n0(t), N, r1);
     __syncthreads();  // part is rewritten by the next tile
   };
   if constexpr (BAL && XF) {
     // The compact rows (landed first), then the register tile as its loads land.
-    if (t1 > 1) run_tile(1, false, true);
-    run_tile(0, false, false);
+    if (t1 > 1) run_tile(1, false, true, 0);
+    run_tile(0, false, false, 0);
   } else if constexpr (BAL) {
-    // The register tile, then (the registers free) the compact rows.
-    run_tile(0, false, false);
-    if (t1 > 1) run_tile(1, false, true);
+    // The register tile, then (the registers free) the compact rows, their ends together.
+    if (t1 > 1) {
+      run_tile(0, false, false, 1);
+      run_tile(1, false, true, 2);
+    } else {
+      run_tile(0, false, false, 0);
+    }
   } else {
 #pragma unroll 1
     for (int t = t0; t < t1; ++t) {
       const bool insm = TWO && t == t0 + 1;
       if (t > t0 && !insm) load_tile(t, CR, 0);
-      run_tile(t, insm, false);
+      run_tile(t, insm, false, 0);
     }
   }
   // No block leaves while another block's multicast may still write into it.
