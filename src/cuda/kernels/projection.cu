@@ -114,14 +114,12 @@ __device__ __forceinline__ void proj_put_partials(float (*part)[PMAX][8], const 
 __device__ __forceinline__ void proj_put_y(float* __restrict__ y, size_t i, float s) { y[i] = s; }
 __device__ __forceinline__ void proj_put_y(bf16_t* __restrict__ y, size_t i, float s) { y[i] = f32_to_bf16(s); }
 // Rows n of y at and past nend (N, or the end of a block's rows) are not stored.
-// Threads tid < PMAX * 8 store (tid: threadIdx.x, or with two tiles' stores at once the thread's
-// index within its half).
 template <bool W16, typename YT>
 __device__ __forceinline__ void proj_store_tile(const float (*part)[PMAX][8], YT* __restrict__ y, int m0,
-                                                int mrows, int n0, int N, int nend, int tid = threadIdx.x) {
-  if (tid < PMAX * 8) {
-    const int i = W16 ? tid % 16 : tid / 8;
-    const int c = W16 ? tid / 16 : tid % 8;
+                                                int mrows, int n0, int N, int nend) {
+  if (threadIdx.x < PMAX * 8) {
+    const int i = W16 ? threadIdx.x % 16 : threadIdx.x / 8;
+    const int c = W16 ? threadIdx.x / 16 : threadIdx.x % 8;
     const int r = W16 ? c : i, n = n0 + (W16 ? i : c);
     if (r < mrows && n < nend) {
       float s = part[0][i][c];
@@ -296,10 +294,12 @@ __device__ __forceinline__ void bulk_multicast_part(unsigned char* dst, const bf
       : "memory");
 }
 
-template <typename YT, int CR, int CS, bool TWO, bool BAL, bool ONE = false, int MC = 1, bool XF = false, int AW = 0>
+template <typename YT, int CR, int CS, bool TWO, bool BAL, bool ONE = false, int MC = 1, bool XF = false, int AW = 0,
+          bool JE = false>
 __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
                                              YT* __restrict__ y, int M, int N, int K, u64* tl) {
   static_assert(!(TWO && BAL), "one or the other");
+  static_assert(!JE || (BAL && !XF), "JE: the balanced tiles in their default order");
   // Dynamic shared memory: the lane-private vectors (thread-minor, 16 bytes each: CS * 8 of the
   // first tile, then with TWO CR * 8 of the second), with BAL the compact rows ((CR + CS) * 4
   // vectors of lanes 0-15 of each warp), with AW == 2 the last warp's share of the register tile
@@ -313,7 +313,7 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
   uint4* const xsm = wsm + NLP * (PNW * WARP);
   uint4* const awsm = xsm + NXB;
   unsigned char* const asm_ = psm + (NLP * (PNW * WARP) + NXB + NAW) * 16;
-  __shared__ float part[PNW][PMAX][8];
+  __shared__ float part[JE ? 2 * PNW : PNW][PMAX][8];  // (JE: the compact tile's from PNW on)
   __shared__ unsigned long long abar;
   __shared__ unsigned long long wbar;  // AW == 2: the last warp's share of w landed
   STAMP(tl, PTL_ENTRY);
@@ -529,11 +529,12 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
   // Tile t, from registers (and CS k-blocks from lane-private vector 0 on), or (insm, TWO's
   // second tile) wholly from shared memory from vector CS * 8 on, or (inx, BAL's second) from the
   // compact area.
-  // With BAL's two tiles (END = 1 for the register tile, 2 for the compact one) both tiles' sums
-  // wait behind one barrier and are stored at once, each by half the block (PERF_NOTES.md attempt
-  // 139: one barrier, store pass and barrier fewer in the call's tail); the same partials summed
-  // in the same warp order, so the same bits. END = 0: the tile's own end.
-  __shared__ float part1[BAL && !XF ? PNW : 1][PMAX][8];
+  // END = 0: the tile's own end. JE (BAL's two tiles; PERF_NOTES.md attempt 139): the register
+  // tile's partials are put (END = 1) and the compact tile's beside them (END = 2), then one
+  // barrier and both tiles stored: two barriers fewer in the call's tail. The same partials
+  // summed in the same warp order: the bits of END = 0. (The stores stay proj_store_tile's, one
+  // tile after the other by the same threads: storing each tile by half the block changed the
+  // machine code of every kernel that shares it.)
   auto run_tile = [&](int t, bool insm, bool inx, int END) {
     if (t == t1 - 1) STAMP(tl, PTL_LAST);
     // This thread's own vectors, where the tile reads any: the register tile of rr and rrb
@@ -571,14 +572,13 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
       proj_kblock_mma<true, false>(d, x0, x1, av, av);
     }
     // The ring kernel's tile end (W16 layout).
-    proj_put_partials(END == 2 ? part1 : part, d, warp, g, q);
+    proj_put_partials(END == 2 ? part + PNW : part, d, warp, g, q);
     if (END == 1) return;
     __syncthreads();
     if (t == t1 - 1) STAMP(tl, PTL_STORE);
     if (END == 2) {
-      static_assert(PNW * WARP / 2 >= PMAX * 8, "a half of the block stores a whole tile");
-      const int half = threadIdx.x / (PNW * WARP / 2), ht = threadIdx.x % (PNW * WARP / 2);
-      proj_store_tile<true>(half ? part1 : part, y, m0, mrows, tile_n0(half), N, r1, ht);
+      proj_store_tile<true>(part, y, m0, mrows, tile_n0(0), N, r1);
+      proj_store_tile<true>(part + PNW, y, m0, mrows, tile_n0(1), N, r1);
       return;
     }
     proj_store_tile<true>(part, y, m0, mrows, tile_n0(t), N, r1);
@@ -588,7 +588,7 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
     // The compact rows (landed first), then the register tile as its loads land.
     if (t1 > 1) run_tile(1, false, true, 0);
     run_tile(0, false, false, 0);
-  } else if constexpr (BAL) {
+  } else if constexpr (BAL && JE) {
     // The register tile, then (the registers free) the compact rows, their ends together.
     if (t1 > 1) {
       run_tile(0, false, false, 1);
@@ -596,6 +596,10 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
     } else {
       run_tile(0, false, false, 0);
     }
+  } else if constexpr (BAL) {
+    // The register tile, then (the registers free) the compact rows.
+    run_tile(0, false, false, 0);
+    if (t1 > 1) run_tile(1, false, true, 0);
   } else {
 #pragma unroll 1
     for (int t = t0; t < t1; ++t) {
@@ -817,45 +821,45 @@ PROJ_KERNEL(mhc_projection_w16_m8, 8, true, true)
 // (K <= (CR + CS) * 1024), with TWO (rr2) a block's second tile wholly in shared memory, with BAL
 // (rrb) the rows dealt evenly over the blocks (at most 20 a block); same parameters as the ring
 // kernels (kpw and nst unused).
-#define PROJ_RR_KERNEL_Y(name, YT, CR, CS, TWO, BAL, ONE, MC, XF)                             \
+#define PROJ_RR_KERNEL_Y(name, YT, CR, CS, TWO, BAL, ONE, MC, XF, JE)                         \
   extern "C" __global__ void __launch_bounds__(PNW * WARP, 1)                                 \
       name(const bf16_t* a, const bf16_t* w, YT* y, int M, int N, int K, int kpw, int nst,    \
            u64* tl) {                                                                         \
-    proj_rr_body<YT, CR, CS, TWO, BAL, ONE, MC, XF>(a, w, y, M, N, K, tl);                    \
+    proj_rr_body<YT, CR, CS, TWO, BAL, ONE, MC, XF, 0, JE>(a, w, y, M, N, K, tl);             \
   }
-#define PROJ_RR_KERNEL(name, CR, CS, TWO, BAL, ONE, MC, XF)                                   \
-  PROJ_RR_KERNEL_Y(name, float, CR, CS, TWO, BAL, ONE, MC, XF)                                \
-  PROJ_RR_KERNEL_Y(name##_ybf16, bf16_t, CR, CS, TWO, BAL, ONE, MC, XF)
-PROJ_RR_KERNEL(mhc_projection_rr_c4, 4, 0, false, false, false, 1, false)
-PROJ_RR_KERNEL(mhc_projection_rr1_c4, 4, 0, false, false, true, 1, false)
-PROJ_RR_KERNEL(mhc_projection_rr_c5, 5, 0, false, false, false, 1, false)
-PROJ_RR_KERNEL(mhc_projection_rr_c7, 5, 2, false, false, false, 1, false)
-PROJ_RR_KERNEL(mhc_projection_rr2_c4, 4, 0, true, false, false, 1, false)
-PROJ_RR_KERNEL(mhc_projection_rr2_c5, 5, 0, true, false, false, 1, false)
-PROJ_RR_KERNEL(mhc_projection_rrb_c4, 4, 0, false, true, false, 1, false)
-PROJ_RR_KERNEL(mhc_projection_rrb_c5, 5, 0, false, true, false, 1, false)
-PROJ_RR_KERNEL(mhc_projection_rrb_c7, 5, 2, false, true, false, 1, false)
-PROJ_RR_KERNEL(mhc_projection_rrb_c5_mc2, 5, 0, false, true, false, 2, false)
-PROJ_RR_KERNEL(mhc_projection_rrb_c7_xf, 5, 2, false, true, false, 1, true)
+#define PROJ_RR_KERNEL(name, CR, CS, TWO, BAL, ONE, MC, XF, JE)                               \
+  PROJ_RR_KERNEL_Y(name, float, CR, CS, TWO, BAL, ONE, MC, XF, JE)                            \
+  PROJ_RR_KERNEL_Y(name##_ybf16, bf16_t, CR, CS, TWO, BAL, ONE, MC, XF, JE)
+PROJ_RR_KERNEL(mhc_projection_rr_c4, 4, 0, false, false, false, 1, false, false)
+PROJ_RR_KERNEL(mhc_projection_rr1_c4, 4, 0, false, false, true, 1, false, false)
+PROJ_RR_KERNEL(mhc_projection_rr_c5, 5, 0, false, false, false, 1, false, false)
+PROJ_RR_KERNEL(mhc_projection_rr_c7, 5, 2, false, false, false, 1, false, false)
+PROJ_RR_KERNEL(mhc_projection_rr2_c4, 4, 0, true, false, false, 1, false, false)
+PROJ_RR_KERNEL(mhc_projection_rr2_c5, 5, 0, true, false, false, 1, false, false)
+PROJ_RR_KERNEL(mhc_projection_rrb_c4, 4, 0, false, true, false, 1, false, true)
+PROJ_RR_KERNEL(mhc_projection_rrb_c5, 5, 0, false, true, false, 1, false, false)
+PROJ_RR_KERNEL(mhc_projection_rrb_c7, 5, 2, false, true, false, 1, false, false)
+PROJ_RR_KERNEL(mhc_projection_rrb_c5_mc2, 5, 0, false, true, false, 2, false, false)
+PROJ_RR_KERNEL(mhc_projection_rrb_c7_xf, 5, 2, false, true, false, 1, true, false)
 // The last warp waits and copies a first (AW = 1: then loads its own share of w; AW = 2: the
 // other warps copy its share into shared memory).
 // MC = 2: a multicast over clusters of two as in rrb_c5_mc2, its copy issued by the last warp.
-#define PROJ_RR_KERNEL_AW_Y(name, YT, CR, CS, BAL, XF, AW, MC)                                \
+#define PROJ_RR_KERNEL_AW_Y(name, YT, CR, CS, BAL, XF, AW, MC, JE)                            \
   extern "C" __global__ void __launch_bounds__(PNW * WARP, 1)                                 \
       name(const bf16_t* a, const bf16_t* w, YT* y, int M, int N, int K, int kpw, int nst,    \
            u64* tl) {                                                                         \
-    proj_rr_body<YT, CR, CS, false, BAL, false, MC, XF, AW>(a, w, y, M, N, K, tl);            \
+    proj_rr_body<YT, CR, CS, false, BAL, false, MC, XF, AW, JE>(a, w, y, M, N, K, tl);        \
   }
-#define PROJ_RR_KERNEL_AW(name, CR, CS, BAL, XF, AW, MC)                                      \
-  PROJ_RR_KERNEL_AW_Y(name, float, CR, CS, BAL, XF, AW, MC)                                   \
-  PROJ_RR_KERNEL_AW_Y(name##_ybf16, bf16_t, CR, CS, BAL, XF, AW, MC)
-PROJ_RR_KERNEL_AW(mhc_projection_rrb_c4_aw, 4, 0, true, false, 1, 1)
-PROJ_RR_KERNEL_AW(mhc_projection_rrb_c5_aw, 5, 0, true, false, 1, 1)
-PROJ_RR_KERNEL_AW(mhc_projection_rrb_c7_xf_aw, 5, 2, true, true, 1, 1)
-PROJ_RR_KERNEL_AW(mhc_projection_rrb_c4_as, 4, 0, true, false, 2, 1)
-PROJ_RR_KERNEL_AW(mhc_projection_rrb_c5_as, 5, 0, true, false, 2, 1)
-PROJ_RR_KERNEL_AW(mhc_projection_rrb_c4_as_mc2, 4, 0, true, false, 2, 2)
-PROJ_RR_KERNEL_AW(mhc_projection_rrb_c5_as_mc2, 5, 0, true, false, 2, 2)
+#define PROJ_RR_KERNEL_AW(name, CR, CS, BAL, XF, AW, MC, JE)                                  \
+  PROJ_RR_KERNEL_AW_Y(name, float, CR, CS, BAL, XF, AW, MC, JE)                               \
+  PROJ_RR_KERNEL_AW_Y(name##_ybf16, bf16_t, CR, CS, BAL, XF, AW, MC, JE)
+PROJ_RR_KERNEL_AW(mhc_projection_rrb_c4_aw, 4, 0, true, false, 1, 1, true)
+PROJ_RR_KERNEL_AW(mhc_projection_rrb_c5_aw, 5, 0, true, false, 1, 1, true)
+PROJ_RR_KERNEL_AW(mhc_projection_rrb_c7_xf_aw, 5, 2, true, true, 1, 1, false)
+PROJ_RR_KERNEL_AW(mhc_projection_rrb_c4_as, 4, 0, true, false, 2, 1, false)
+PROJ_RR_KERNEL_AW(mhc_projection_rrb_c5_as, 5, 0, true, false, 2, 1, false)
+PROJ_RR_KERNEL_AW(mhc_projection_rrb_c4_as_mc2, 4, 0, true, false, 2, 2, false)
+PROJ_RR_KERNEL_AW(mhc_projection_rrb_c5_as_mc2, 5, 0, true, false, 2, 2, false)
 
 // The streaming variant: D = 2 k-blocks a warp in flight, two blocks an SM (122 registers; D = 3
 // spilled at the 128 that two blocks allow).
