@@ -1033,11 +1033,13 @@ fn every_projection_plan_gives_the_same_bits() {
     // measured plans by default (plan.rs: the rows dealt evenly, at 7168 x 2560 with the compact
     // rows first and the last warp waiting first, at 5120 x 2560 with the last warp waiting first,
     // at 5120 x 2048 with its share of w copied by the others, at 5120 x 1024 with the rows of a
-    // multicast); (0, 0, 0, 0, 0) is the heuristic's.
+    // multicast); (0, 0, 0, 0, 0) is the heuristic's. (7, 2600, 4096): two tiles a block with the
+    // rows dealt evenly (19-20 rows), their ends joined (JE) where the kernel has it, at M = 7.
     for (m, n, k) in [
         (1, 2560, 7168),
         (2, 2560, 4096),
         (4, 2560, 5120),
+        (7, 2600, 4096),
         (3, 2500, 7168),
         (4, 1024, 5120),
         (3, 2048, 5120),
