@@ -130,6 +130,27 @@ __device__ __forceinline__ void proj_store_tile(const float (*part)[PMAX][8], YT
   }
 }
 
+// Two W16 tiles at once (JE, below): part's warps [0, PNW) hold the first tile's partials (rows
+// from n00), [PNW, 2 PNW) the second's (from n01); each half of the block stores one tile, its
+// thread j as proj_store_tile's thread j, so every element is the same sum. (Its own function:
+// giving proj_store_tile a thread index changed the machine code of every kernel that calls it.)
+template <typename YT>
+__device__ __forceinline__ void proj_store_two_tiles(const float (*part)[PMAX][8], YT* __restrict__ y, int m0,
+                                                     int mrows, int n00, int n01, int N, int nend) {
+  static_assert(PNW * WARP / 2 >= PMAX * 8, "a half of the block stores a whole tile");
+  const int half = threadIdx.x / (PNW * WARP / 2), j = threadIdx.x % (PNW * WARP / 2);
+  const float(*p)[PMAX][8] = part + half * PNW;
+  if (j < PMAX * 8) {
+    const int i = j % 16, r = j / 16, n = (half ? n01 : n00) + i;
+    if (r < mrows && n < nend) {
+      float s = p[0][i][r];
+#pragma unroll
+      for (int k = 1; k < PNW; ++k) s += p[k][i][r];
+      proj_put_y(y, (size_t)(m0 + r) * N + n, s);
+    }
+  }
+}
+
 template <typename YT, int AR, bool RES, bool W16>
 __device__ __forceinline__ void proj_body(const bf16_t* __restrict__ a, const bf16_t* __restrict__ w,
                                           YT* __restrict__ y, int M, int N, int K, int kpw, int nst,
@@ -531,10 +552,9 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
   // compact area.
   // END = 0: the tile's own end. JE (BAL's two tiles; PERF_NOTES.md attempt 139): the register
   // tile's partials are put (END = 1) and the compact tile's beside them (END = 2), then one
-  // barrier and both tiles stored: two barriers fewer in the call's tail. The same partials
-  // summed in the same warp order: the bits of END = 0. (The stores stay proj_store_tile's, one
-  // tile after the other by the same threads: storing each tile by half the block changed the
-  // machine code of every kernel that shares it.)
+  // barrier and both tiles stored at once, each by half the block: one barrier, store pass and
+  // barrier fewer in the call's tail. The same partials summed in the same warp order: the bits
+  // of END = 0.
   auto run_tile = [&](int t, bool insm, bool inx, int END) {
     if (t == t1 - 1) STAMP(tl, PTL_LAST);
     // This thread's own vectors, where the tile reads any: the register tile of rr and rrb
@@ -577,8 +597,7 @@ __device__ __forceinline__ void proj_rr_body(const bf16_t* __restrict__ a, const
     __syncthreads();
     if (t == t1 - 1) STAMP(tl, PTL_STORE);
     if (END == 2) {
-      proj_store_tile<true>(part, y, m0, mrows, tile_n0(0), N, r1);
-      proj_store_tile<true>(part + PNW, y, m0, mrows, tile_n0(1), N, r1);
+      proj_store_two_tiles(part, y, m0, mrows, tile_n0(0), tile_n0(1), N, r1);
       return;
     }
     proj_store_tile<true>(part, y, m0, mrows, tile_n0(t), N, r1);
