@@ -551,13 +551,28 @@ pub struct Case {
     pub bf16_out: bool,
 }
 
+/// Rows of w in the projection's cases unless asked otherwise (K is the config's H).
+pub const PROJ_N: usize = 256;
+
 /// Generates fresh inputs for `case`, runs `backend`, verifies the outputs.
 pub fn run_case(backend: &dyn Backend, cfg: &Config, case: Case, seed: u64) -> Result<CaseReport> {
+    run_case_n(backend, cfg, case, seed, PROJ_N)
+}
+
+/// `run_case` with `proj_n` rows of w in a projection case (the decode shapes' N = 1024-2560 take
+/// other kernels' paths than the default 256: several tiles a block, the rows dealt evenly).
+pub fn run_case_n(
+    backend: &dyn Backend,
+    cfg: &Config,
+    case: Case,
+    seed: u64,
+    proj_n: usize,
+) -> Result<CaseReport> {
     let spec = InputSpec {
         op: case.op,
         t: case.t,
         norm: case.norm,
-        proj_nk: (256, cfg.hidden),
+        proj_nk: (proj_n, cfg.hidden),
     };
     let inputs = synth::inputs(cfg, &spec, seed);
     let args = OpArgs::from_map(case.op, cfg, &inputs, case.fp8)?.with_bf16_out(case.bf16_out)?;

@@ -150,6 +150,9 @@ struct CheckArgs {
     /// Write every case's metrics as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Rows of w (N) in the projection's cases (K is each preset's H).
+    #[arg(long, default_value_t = check::PROJ_N)]
+    proj_n: usize,
 }
 
 #[derive(Args)]
@@ -333,6 +336,7 @@ fn main() -> ExitCode {
         ops: vec![],
         seed: None,
         json: None,
+        proj_n: check::PROJ_N,
     }));
     let r = match cmd {
         Cmd::Check(a) => cmd_check(a),
@@ -418,7 +422,7 @@ fn cmd_check(a: CheckArgs) -> Result<bool> {
     let mut errors = 0;
     for (i, (cfg, c)) in cases.iter().enumerate() {
         pb.set_message(format!("H={} {} T={}", cfg.hidden, c.op, c.t));
-        match check::run_case(be.as_ref(), cfg, *c, seed.wrapping_add(i as u64)) {
+        match check::run_case_n(be.as_ref(), cfg, *c, seed.wrapping_add(i as u64), a.proj_n) {
             Ok(r) => reports.push(r),
             Err(e) => {
                 pb.suspend(|| eprintln!("H={} {} T={}: error: {e}", cfg.hidden, c.op, c.t));
