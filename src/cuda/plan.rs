@@ -739,6 +739,10 @@ pub type ProjOverride = (u32, u32, u32, u32, u32);
 /// (rrb_c4_as_mc2; one run of three rounds): at 4096 x 1024 with PDL, M = 1 / 2 / 3 / 4 / 8,
 /// -2.4 / -6.1 / -5.3 / -5.2 / -3.3 % against the table before (RR at M <= 2, rr1_c4 past it), the
 /// first plan there at 80 % of copy at every M <= 4; +6 % at 4096 x 2048 and +12 % at 4096 x 2560.
+///
+/// The kernels the table runs at N = 2560, K <= 5120 (rrb_c4, rrb_c4_aw, rrb_c5_aw) end a block's
+/// two tiles behind one barrier since attempt 139 (-2.3 to -3.6 % there at M = 1-8, three rounds);
+/// the plans did not change.
 const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 17] = [
     ((4096, 1024), (7, 0, 0, 0, 3), true, 8),
     ((4096, 1024), (0, 0, 0, 0, 1), false, 8),

@@ -38,7 +38,8 @@
 //   and runs the W16 MMA sequence from there; the H200 table (plan.rs) takes rr at K = 7168,
 //   N = 1024 and 2048 (and without PDL), and rrb (the rows dealt evenly) at every N of K = 4096
 //   and 5120 (at 4096 x 1024 and, M <= 4, 5120 x 1024 rrb_c4_as_mc2 and rrb_c5_as_mc2: the rows
-//   of a multicast over clusters of two by the last warp, whose share of w the others copy), and
+//   of a multicast over clusters of two by the last warp, whose share of w the others copy; at
+//   N = 2560 rrb_c4, rrb_c4_aw and rrb_c5_aw, whose two tiles end behind one barrier, JE), and
 //   at 7168 x 2560 with its compact rows first (rrb_c7_xf);
 // - the streaming variant (rs2) keeps only two k-blocks a warp in registers at a time, so
 //   that two blocks share an SM (no table entry since attempt 102);
@@ -838,8 +839,9 @@ PROJ_KERNEL(mhc_projection_w16_m8, 8, true, true)
 
 // The register-resident variants: CR k-blocks per warp in registers and CS in shared memory
 // (K <= (CR + CS) * 1024), with TWO (rr2) a block's second tile wholly in shared memory, with BAL
-// (rrb) the rows dealt evenly over the blocks (at most 20 a block); same parameters as the ring
-// kernels (kpw and nst unused).
+// (rrb) the rows dealt evenly over the blocks (at most 20 a block), with JE a block's two tiles
+// ending behind one barrier (only where the table runs two tiles a block: the option changes the
+// kernel's machine code, attempt 139); same parameters as the ring kernels (kpw and nst unused).
 #define PROJ_RR_KERNEL_Y(name, YT, CR, CS, TWO, BAL, ONE, MC, XF, JE)                         \
   extern "C" __global__ void __launch_bounds__(PNW * WARP, 1)                                 \
       name(const bf16_t* a, const bf16_t* w, YT* y, int M, int N, int K, int kpw, int nst,    \
