@@ -210,6 +210,34 @@ fn check_passes_on_the_cpu() {
 }
 
 #[test]
+fn check_takes_the_projection_at_other_n_and_refuses_n_0() {
+    let base = [
+        "check",
+        "--backend",
+        "cpu",
+        "--preset",
+        "v4-flash",
+        "--tokens",
+        "3",
+        "--ops",
+        "projection",
+        "--proj-n",
+    ];
+    let (code, out, err) = mhc(&[&base[..], &["300"]].concat());
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("2 cases: 2 passed, 0 failed, 0 errors"),
+        "{out}"
+    );
+    let (code, _, err) = mhc(&[&base[..], &["0"]].concat());
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("--proj-n") && err.contains("at least 1"),
+        "{err}"
+    );
+}
+
+#[test]
 fn inspect_lists_and_checks_a_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("model.safetensors");

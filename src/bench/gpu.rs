@@ -107,17 +107,22 @@ fn time_interleaved(
 ) -> Result<Vec<Vec<f64>>> {
     let mut us = vec![Vec::new(); graphs.len()];
     for round in 0..rounds {
-        let order: Vec<usize> = if round % 2 == 0 {
-            (0..graphs.len()).collect()
-        } else {
-            (0..graphs.len()).rev().collect()
-        };
-        for i in order {
+        for i in round_order(round, graphs.len()) {
             let (g, reps) = graphs[i];
             us[i].extend(time_each(e, reps, || g.launch())?);
         }
     }
     Ok(us)
+}
+
+/// The order of `n` configurations in timing round `round`: forward in even rounds, reversed in
+/// odd ones.
+fn round_order(round: usize, n: usize) -> Vec<usize> {
+    if round.is_multiple_of(2) {
+        (0..n).collect()
+    } else {
+        (0..n).rev().collect()
+    }
 }
 
 /// Device-to-device copy bandwidth (GB/s, bytes read + written) of a vectorized copy kernel over
@@ -1233,6 +1238,18 @@ pub fn print_projection_timeline(rows: &[ProjTimelineRow]) {
 mod tests {
     use super::*;
     use crate::cuda::{TIMELINE_SLOTS as S, TimelineLaunch};
+
+    /// Over the protocol's 5 rounds each configuration takes every position; first and last are
+    /// shared out as evenly as 5 rounds allow (3 and 2).
+    #[test]
+    fn the_rounds_interleave_the_configurations_both_ways() {
+        assert_eq!(round_order(0, 3), [0, 1, 2]);
+        assert_eq!(round_order(1, 3), [2, 1, 0]);
+        assert_eq!(round_order(4, 2), [0, 1]);
+        let firsts: Vec<usize> = (0..5).map(|r| round_order(r, 2)[0]).collect();
+        assert_eq!(firsts, [0, 1, 0, 1, 0]);
+        assert!(round_order(3, 0).is_empty());
+    }
 
     /// `analyse` on synthetic stamps of three seams of two launches each (a tiles launch of two
     /// blocks, a tails launch of three): the seams split at the launch count, and each launch's

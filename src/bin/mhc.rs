@@ -151,8 +151,17 @@ struct CheckArgs {
     #[arg(long)]
     json: Option<PathBuf>,
     /// Rows of w (N) in the projection's cases (K is each preset's H).
-    #[arg(long, default_value_t = check::PROJ_N)]
+    #[arg(long, default_value_t = check::PROJ_N, value_parser = at_least_one)]
     proj_n: usize,
+}
+
+/// A count that must be positive (an empty projection checks nothing).
+fn at_least_one(s: &str) -> std::result::Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 #[derive(Args)]
