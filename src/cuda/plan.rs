@@ -743,7 +743,12 @@ pub type ProjOverride = (u32, u32, u32, u32, u32);
 /// The kernels the table runs at N = 2560, K <= 5120 (rrb_c4, rrb_c4_aw, rrb_c5_aw) end a block's
 /// two tiles behind one barrier since attempt 139 (-2.3 to -3.6 % there at M = 1-8, three rounds);
 /// the plans did not change.
-const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 17] = [
+///
+/// Tiles of 8 rows in registers (regs = 6, rr8_c7, one block an SM) at 7168 x 2560 with PDL,
+/// M = 5-8, where the rows dealt evenly do not fit (attempt 141; A/B of two rounds against the
+/// ring kernel of the heuristic): -5.6 / -5.4 / -4.3 / -3.7 % at M = 5 / 6 / 7 / 8 (M = 8 14.76 ->
+/// 14.22 us; cuBLAS 13.6-13.7, ahead at M = 7 and 8, even at 6).
+const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 18] = [
     ((4096, 1024), (7, 0, 0, 0, 3), true, 8),
     ((4096, 1024), (0, 0, 0, 0, 1), false, 8),
     ((5120, 1024), (7, 0, 0, 0, 3), true, 4),
@@ -761,6 +766,7 @@ const PROJ_TUNED_H200: [((usize, usize), ProjOverride, bool, usize); 17] = [
     ((5120, 2560), (5, 0, 0, 0, 3), true, 8),
     ((5120, 2560), (2, 2, 2, 0, 0), false, 4),
     ((7168, 2560), (5, 0, 0, 0, 3), true, 4),
+    ((7168, 2560), (0, 0, 0, 0, 6), true, 8),
 ];
 
 /// Most rows of w a block of the balanced register-resident variant takes (PBAL_MAX in
@@ -1467,9 +1473,9 @@ mod tests {
                 let p = projection_plan(m, k, 2560, 132, true, budget, None).unwrap();
                 assert!(p.smem as usize <= budget, "{m} {k} {p:?}");
                 // A ring of two slots or more, unless w is in registers (the table's choice at
-                // K = 4096 and 5120, M <= 8, and at 7168, M <= 4).
+                // K = 4096, 5120 and 7168, M <= 8).
                 let regs = p.kernel.starts_with("mhc_projection_r");
-                let table_m = if k == 7168 { 4 } else { 8 };
+                let table_m = 8;
                 assert!(
                     regs && m <= table_m && (k == 4096 || k == 5120 || k == 7168)
                         || (2..=8).contains(&p.nst) && p.kpw >= 1,
@@ -1527,8 +1533,8 @@ mod tests {
             320
         );
         assert_eq!(
-            pp(5, 7168, 2560, Some((0, 0, 2, 0, 0))).unwrap().kpw,
-            pp(5, 7168, 2560, None).unwrap().kpw
+            pp(5, 7168, 3000, Some((0, 0, 2, 0, 0))).unwrap().kpw,
+            pp(5, 7168, 3000, None).unwrap().kpw
         );
         // Tiles of 16 rows: the W16 variants, for resident rows of a only; other sizes refused.
         let p = pp(1, 4096, 1024, Some((0, 0, 0, 16, 0))).unwrap();
@@ -1729,7 +1735,12 @@ mod tests {
         assert_eq!((p.kpw, p.nst, p.blocks), (2, 2, 160));
         let p = projection_plan(4, 4096, 1024, 132, false, budget, None).unwrap();
         assert_eq!(p.kernel, "mhc_projection_rr_c4");
+        // Past M = 4 at 7168 x 2560: tiles of 8 rows in registers with PDL, the ring without.
         let p = pp(5, 7168, 2560, None).unwrap();
+        assert_eq!(p.kernel, "mhc_projection_rr8_c7");
+        let p = pp(8, 7168, 2560, None).unwrap();
+        assert_eq!(p.kernel, "mhc_projection_rr8_c7");
+        let p = projection_plan(5, 7168, 2560, 132, false, budget, None).unwrap();
         assert_eq!(p.kernel, "mhc_projection_m8");
         let p = projection_plan(4, 7168, 2560, 132, false, budget, None).unwrap();
         assert_eq!(p.kernel, "mhc_projection_m4");
