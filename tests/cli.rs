@@ -192,44 +192,29 @@ fn run_names_the_bad_tensor() {
     assert!(err.contains("safetensors"), "{err}");
 }
 
+/// `mhc check` on the CPU at V4-Flash's shapes with `extra` arguments.
+fn cpu_check(extra: &[&str]) -> (i32, String, String) {
+    let base = ["check", "--backend", "cpu", "--preset", "v4-flash"];
+    mhc(&[&base[..], extra].concat())
+}
+
 #[test]
 fn check_passes_on_the_cpu() {
-    let (code, out, err) = mhc(&[
-        "check",
-        "--backend",
-        "cpu",
-        "--preset",
-        "v4-flash",
-        "--tokens",
-        "1,2",
-        "--ops",
-        "seam,entry,head",
-    ]);
+    let (code, out, err) = cpu_check(&["--tokens", "1,2", "--ops", "seam,entry,head"]);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(out.contains("0 failed, 0 errors"), "{out}");
 }
 
 #[test]
 fn check_takes_the_projection_at_other_n_and_refuses_n_0() {
-    let base = [
-        "check",
-        "--backend",
-        "cpu",
-        "--preset",
-        "v4-flash",
-        "--tokens",
-        "3",
-        "--ops",
-        "projection",
-        "--proj-n",
-    ];
-    let (code, out, err) = mhc(&[&base[..], &["300"]].concat());
+    let proj = |n: &str| cpu_check(&["--tokens", "3", "--ops", "projection", "--proj-n", n]);
+    let (code, out, err) = proj("300");
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(
         out.contains("2 cases: 2 passed, 0 failed, 0 errors"),
         "{out}"
     );
-    let (code, _, err) = mhc(&[&base[..], &["0"]].concat());
+    let (code, _, err) = proj("0");
     assert_ne!(code, 0);
     assert!(
         err.contains("--proj-n") && err.contains("at least 1"),
