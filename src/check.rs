@@ -139,6 +139,8 @@ pub struct CaseReport {
     pub fp8: bool,
     /// The projection's output in bf16.
     pub bf16_out: bool,
+    /// The projection's rows of w (N) as the backend received them; None for the other ops.
+    pub proj_n: Option<usize>,
     /// The seed of the random inputs (reproduce with MHC_SEED).
     pub seed: u64,
     /// The route the backend took.
@@ -148,6 +150,19 @@ pub struct CaseReport {
 }
 
 impl CaseReport {
+    /// The op as `mhc check` names it in its report: `projection bf16 N=2600` where the output is
+    /// bf16 and the op has an N.
+    pub fn label(&self) -> String {
+        let mut s = self.op.name().to_string();
+        if self.bf16_out {
+            s.push_str(" bf16");
+        }
+        if let Some(n) = self.proj_n {
+            s.push_str(&format!(" N={n}"));
+        }
+        s
+    }
+
     /// True when every metric passes.
     pub fn pass(&self) -> bool {
         self.metrics.iter().all(|m| m.pass)
@@ -586,6 +601,7 @@ pub fn run_case_n(
         norm: case.norm,
         fp8: case.fp8,
         bf16_out: case.bf16_out,
+        proj_n: args.projection.as_ref().map(|pa| pa.n),
         seed,
         route,
         metrics,

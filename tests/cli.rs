@@ -214,6 +214,9 @@ fn check_takes_the_projection_at_other_n_and_refuses_n_0() {
         out.contains("2 cases: 2 passed, 0 failed, 0 errors"),
         "{out}"
     );
+    // The report names the N the backend received, for both outputs.
+    assert!(out.contains("projection N=300 "), "{out}");
+    assert!(out.contains("projection bf16 N=300 "), "{out}");
     let (code, _, err) = proj("0");
     assert_ne!(code, 0);
     assert!(

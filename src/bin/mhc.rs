@@ -442,7 +442,7 @@ fn cmd_check(a: CheckArgs) -> Result<bool> {
     }
     pb.finish_and_clear();
     println!(
-        "{:<6} {:<16} {:>6} {:>5} {:>4} {:<8} {:<34} {:>11} {:>9}  result",
+        "{:<6} {:<22} {:>6} {:>5} {:>4} {:<8} {:<34} {:>11} {:>9}  result",
         "H", "op", "T", "norm", "fp8", "path", "worst metric", "value", "bound"
     );
     let mut fails = 0;
@@ -451,9 +451,9 @@ fn cmd_check(a: CheckArgs) -> Result<bool> {
         let pass = r.pass();
         fails += usize::from(!pass);
         println!(
-            "{:<6} {:<16} {:>6} {:>5} {:>4} {:<8} {:<34} {:>11.3e} {:>9.1e}  {}",
+            "{:<6} {:<22} {:>6} {:>5} {:>4} {:<8} {:<34} {:>11.3e} {:>9.1e}  {}",
             r.h,
-            format!("{}{}", r.op.name(), if r.bf16_out { " bf16" } else { "" }),
+            r.label(),
             r.t,
             if r.norm { "yes" } else { "no" },
             if r.fp8 { "yes" } else { "no" },
