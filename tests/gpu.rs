@@ -315,16 +315,18 @@ fn the_cluster_kernel_serves_small_t() {
             "mhc_seam".to_string()
         }
     };
-    // With PDL up to T = 28 the rows spread over clusters in tiles of 1, 2 or 4 tokens (plan.rs,
-    // small_tile_tokens: at most 3 clusters, else tiles of 4 over up to 7).
+    // With PDL up to T = 48 the rows spread over up to 3 clusters (plan.rs, small_tile_tokens):
+    // tiles of 1, 2 or 4 tokens with lanes by channels up to T = 12, then of ceil(T / 3) tokens
+    // in the MMA's lane layout.
     assert_eq!(kernel(1), ch("ch1"));
     assert_eq!(kernel(2), ch("ch1"));
     assert_eq!(kernel(3), ch("ch1"));
     assert_eq!(kernel(4), ch("ch2"));
     assert_eq!(kernel(6), ch("ch2"));
     assert_eq!(kernel(7), ch("ch4"));
-    assert_eq!(kernel(16), ch("ch4"));
-    assert_eq!(kernel(28), ch("ch4"));
+    assert_eq!(kernel(12), ch("ch4"));
+    assert_eq!(kernel(13), small);
+    assert_eq!(kernel(16), small);
     assert_eq!(kernel(29), small);
     e.set_cluster_spread(false);
     assert_eq!(kernel(2), ch("ch2"));
@@ -925,7 +927,7 @@ fn the_tails_split_by_slices_gives_the_same_bits() {
 }
 
 /// The seam's cluster kernel with lanes by channels (`_ch1`, `_ch2`, `_ch4`: tiles of up to 1, 2
-/// or 4 tokens, one or several clusters, T <= 28) gives the bits of the same kernel with the MMA's
+/// or 4 tokens, one or several clusters, T <= 12) gives the bits of the same kernel with the MMA's
 /// lane layout and of the tile kernel, with and without the fused RMSNorm, with and without MXFP8
 /// output, with and without prepared fn, at every H (7168 has no prepared variant), and the
 /// variant really ran.
@@ -938,7 +940,7 @@ fn lanes_by_channels_give_the_same_bits() {
     e.set_pdl(true);
     for h in [4096, 5120, 7168] {
         let c = cfg(4, h);
-        // T <= 3 in tiles of 1, 4-6 of 2, 7-28 of 4 (PDL on); without channels, tiles of up to 16.
+        // T <= 3 in tiles of 1, 4-6 of 2, 7-12 of 4 (PDL on); without channels, tiles of up to 16.
         for (t, suffix) in [
             (1, "_ch1"),
             (2, "_ch1"),
@@ -946,8 +948,8 @@ fn lanes_by_channels_give_the_same_bits() {
             (4, "_ch2"),
             (5, "_ch2"),
             (7, "_ch4"),
-            (16, "_ch4"),
-            (28, "_ch4"),
+            (11, "_ch4"),
+            (12, "_ch4"),
         ] {
             for (norm, fp8) in [(true, false), (true, true), (false, false), (false, true)] {
                 let m = seam_inputs_norm(&c, t, norm, (h * 5 + t * 3 + norm as usize) as u64);
@@ -976,6 +978,48 @@ fn lanes_by_channels_give_the_same_bits() {
                     assert_eq!(kernels[0], format!("{plain}{suffix}"), "H={h} T={t}");
                 }
                 e.set_cluster_channels(true);
+                e.set_use_prepared_fn(true);
+            }
+        }
+    }
+}
+
+/// With PDL the seam's small T past tiles of 4 tokens on three clusters runs three clusters of
+/// ceil(T / 3) tokens (plan::small_tile_tokens, attempt 143), in the MMA's lane layout: tiles of 5
+/// to 16 tokens, their second row half empty (T = 13-24) or not (T = 25-48), a last tile shorter
+/// than the others (T = 14, 29, 47). They give the tile kernel's bits with and without the fused
+/// RMSNorm and MXFP8, with and without prepared fn, at every H, and the plan really was three
+/// clusters of that tile.
+#[test]
+fn three_clusters_of_small_tiles_give_the_tile_kernels_bits() {
+    gpu!(e, PathChoice::Fused);
+    if !has_clusters(&e) {
+        return;
+    }
+    e.set_pdl(true);
+    for h in [4096, 5120, 7168] {
+        let c = cfg(4, h);
+        for t in [13, 14, 16, 24, 29, 40, 47] {
+            for (norm, fp8) in [(true, false), (true, true), (false, false)] {
+                let m = seam_inputs_norm(&c, t, norm, (h * 7 + t * 5 + norm as usize) as u64);
+                let args = OpArgs::from_map(Op::Seam, &c, &m, fp8).unwrap();
+                let want = tile_kernel_outputs(&e, &args);
+                for prepared in [true, false] {
+                    e.set_use_prepared_fn(prepared);
+                    let plan = e.plan_for(Op::Seam, t, h, true).unwrap().unwrap();
+                    assert_eq!(
+                        (plan.cluster, plan.tt as usize, plan.tiles),
+                        (16, t.div_ceil(3), 3),
+                        "H={h} T={t}: {plan:?}"
+                    );
+                    let (got, route) = e.execute(&args).unwrap();
+                    let k = route.kernels.join(",");
+                    assert!(k.starts_with("mhc_seam_cl") && !k.contains("_ch"), "{k}");
+                    assert!(
+                        got == want,
+                        "H={h} T={t} norm={norm} fp8={fp8} prepared={prepared}: {k} differs from the tile kernel"
+                    );
+                }
                 e.set_use_prepared_fn(true);
             }
         }

@@ -297,11 +297,13 @@ pub struct CudaEngine {
     /// rather than in every call.
     env_plan: Option<plan::PlanOverride>,
     env_cluster: Option<u32>,
+    /// `MHC_CLUSTER_SIZES`: the cluster sizes tried, in order (default `plan::CLUSTER_SIZES`).
+    env_cluster_sizes: Option<Vec<u32>>,
     env_mtiles: Option<u32>,
     /// `MHC_CLUSTER_SPREAD` (default on; `set_cluster_spread`): a call's rows spread over more
     /// clusters than whole tiles need: the seam's tiles of 32 tokens over every cluster that runs
-    /// at once, and with PDL at small T (up to 4 tokens for each cluster that runs at once: T <= 28
-    /// on the H200) tiles of 1, 2 or 4 tokens with lanes by channels.
+    /// at once, and with PDL at small T (`plan::small_tile_tokens`: T <= 48) up to three clusters,
+    /// in tiles of 1, 2 or 4 tokens with lanes by channels up to T = 12.
     spread: std::cell::Cell<bool>,
     /// Whether the seams' tiles launch at large T takes the stream variant (default on;
     /// `set_stream_tiles`; `MHC_STREAM` at start).
@@ -427,6 +429,7 @@ impl CudaEngine {
             proj_plan_override: std::cell::Cell::new(None),
             env_plan: plan::seam_override()?,
             env_cluster: plan::cluster_override()?,
+            env_cluster_sizes: plan::cluster_sizes_override()?,
             env_mtiles: plan::cluster_mtiles_override()?,
             spread: std::cell::Cell::new(plan::cluster_spread_setting()?),
             stream: std::cell::Cell::new(plan::stream_setting()?.unwrap_or(true)),
@@ -518,8 +521,8 @@ impl CudaEngine {
 
     /// Whether a call's rows spread over more clusters than whole tiles need (default on;
     /// `MHC_CLUSTER_SPREAD=0` at start turns it off): tiles of 32 tokens over every cluster that
-    /// runs at once, and with PDL at small T (up to 4 tokens for each cluster that runs at once)
-    /// tiles of 1, 2 or 4 tokens. The same bits either way.
+    /// runs at once, and with PDL at small T (T <= 48) up to three clusters of smaller tiles
+    /// (`plan::small_tile_tokens`). The same bits either way.
     pub fn set_cluster_spread(&self, on: bool) {
         self.spread.set(on);
     }
@@ -729,8 +732,8 @@ impl CudaEngine {
     /// up to `plan::CARRIED_WAVES` waves of tiles of 16: T <= 224 at H = 7168), unless a tile
     /// plan is forced or the call runs without PDL at T <= 4 without prepared fn (not such an
     /// op), else the tile kernel. The seam's tiles of at most 4 tokens take the lanes-by-channels
-    /// variants, and with PDL at T <= 28 the rows spread over several clusters in tiles of 1, 2 or
-    /// 4 tokens (`plan::small_tile_tokens`); `set_cluster_override` or `MHC_CLUSTER` forces the
+    /// variants, and with PDL at T <= 48 the rows spread over up to three clusters, in tiles of 1,
+    /// 2 or 4 tokens up to T = 12 (`plan::small_tile_tokens`); `set_cluster_override` or `MHC_CLUSTER` forces the
     /// choice, `set_cluster_mtiles` or `MHC_CLUSTER_MTILES` the cluster kernel's tiles,
     /// `set_cluster_spread` / `MHC_CLUSTER_SPREAD` and `set_cluster_channels` /
     /// `MHC_CLUSTER_CHANNELS` turn the spreading and the channel variants off. The seams' two-launch
@@ -776,7 +779,10 @@ impl CudaEngine {
             let sizes: &[u32] = match forced {
                 Some(0) => &[],
                 Some(ref n) => std::slice::from_ref(n),
-                None if !tile_forced => &[plan::CL_MAX, 12, 8],
+                None if !tile_forced => self
+                    .env_cluster_sizes
+                    .as_deref()
+                    .unwrap_or(&plan::CLUSTER_SIZES),
                 None => &[],
             };
             let unprepared_ok = forced.is_some() || pdl || t > 4 || collapse_after_gates(op);
@@ -849,9 +855,9 @@ impl CudaEngine {
                                     // they all still run). Measured on the H200 at H = 5120
                                     // (PERF_NOTES.md attempt 36): -4.5 % at T = 128; with tiles of
                                     // 16 tokens it lost up to 9 % (T = 64) and is not taken. With
-                                    // PDL at small T, tiles of 1, 2 or 4 tokens over up to every
-                                    // cluster that runs at once, each with lanes by channels
-                                    // (attempt 42): -1.6 to -28.9 % at T = 2-28.
+                                    // PDL at small T (plan::small_tile_tokens, attempts 42 and
+                                    // 143), up to three clusters: tiles of 1, 2 or 4 tokens with
+                                    // lanes by channels, then of ceil(T / 3) up to 16.
                                     let channels =
                                         self.channels.get() && channel_variant(kname, 1).is_some();
                                     let spread = if forced.is_some() || !self.spread.get() {

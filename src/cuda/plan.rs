@@ -448,6 +448,27 @@ pub fn cluster_override() -> Result<Option<u32>> {
     Ok(env_numbers("MHC_CLUSTER", "a cluster size (0: off)", &[1])?.map(|v| v[0]))
 }
 
+/// The cluster sizes the engine tries for the cluster kernel, in order: the first whose plan fits
+/// and whose clusters run in the pass's waves.
+pub const CLUSTER_SIZES: [u32; 3] = [CL_MAX, 12, 8];
+
+/// `MHC_CLUSTER_SIZES=a[,b...]`, if set: the cluster sizes the engine tries, in order, instead of
+/// `CLUSTER_SIZES` (each 2..=CL_MAX). Unlike `MHC_CLUSTER` it forces nothing else: the other
+/// rules (the rows spread over clusters, the waves, the two launches) still apply.
+pub fn cluster_sizes_override() -> Result<Option<Vec<u32>>> {
+    let v = env_numbers(
+        "MHC_CLUSTER_SIZES",
+        "1 to 8 cluster sizes, each 2..=16",
+        &[1, 2, 3, 4, 5, 6, 7, 8],
+    )?;
+    if let Some(bad) = v.iter().flatten().find(|&&c| !(2..=CL_MAX).contains(&c)) {
+        return Err(Error::Invalid(format!(
+            "MHC_CLUSTER_SIZES: cluster size {bad} is outside 2..={CL_MAX}"
+        )));
+    }
+    Ok(v)
+}
+
 /// `MHC_CLUSTER_MTILES=m`, if set: the cluster kernel's tiles are 16 (m = 1) or 32 (m = 2)
 /// tokens at every T where it runs (for tuning and tests).
 pub fn cluster_mtiles_override() -> Result<Option<u32>> {
@@ -463,7 +484,7 @@ pub fn cluster_mtiles_override() -> Result<Option<u32>> {
 }
 
 /// `MHC_CLUSTER_SPREAD`: 0 keeps the cluster kernel's tiles at 32 tokens (tiles of 32) or 16
-/// (with PDL at small T, where tiles of 1, 2 or 4 would spread a call over more clusters)
+/// (with PDL at small T, where `small_tile_tokens` would spread a call over up to three clusters)
 /// (default 1).
 pub fn cluster_spread_setting() -> Result<bool> {
     Ok(env_numbers("MHC_CLUSTER_SPREAD", "0 or 1", &[1])?.is_none_or(|v| v[0] != 0))
@@ -475,21 +496,25 @@ pub fn cluster_channels_setting() -> Result<bool> {
     Ok(env_numbers("MHC_CLUSTER_CHANNELS", "0 or 1", &[1])?.is_none_or(|v| v[0] != 0))
 }
 
-/// Clusters a call may take at small T before the extra reads of fn (each cluster stages all of
-/// it) cost more than the smaller tiles save (H200, PERF_NOTES.md attempt 42).
+/// Clusters a call takes at most at small T. The H200 runs 7 clusters of 16 blocks at once, so
+/// two consecutive seams of 3 clusters each run side by side (the next one's blocks land and stage
+/// fn while this one computes), where with a fourth cluster one of them lands only once the
+/// previous seam's clusters exit and stages its fn on the critical path (PERF_NOTES.md attempts
+/// 42 and 143).
 const SMALL_TILE_CLUSTERS: usize = 3;
 
-/// Tokens per tile for the seam's cluster kernel at small T with lanes by channels: the smallest
-/// of 1, 2 and 4 that needs at most SMALL_TILE_CLUSTERS clusters, else 4 where `active` clusters
-/// (those that run at once) hold the call; None past that (tiles of up to 16 tokens). Measured on
-/// the H200 at H = 4096 and 5120 with PDL (attempt 42): four clusters of one or two tokens lost
-/// to two of two or four, but four to seven clusters of four tokens beat one or two tiles of up to
-/// 16 at T = 13-28.
+/// Tokens per tile for the seam's cluster kernel at small T with PDL: the smallest of 1, 2 and 4
+/// (lanes by channels) that needs at most SMALL_TILE_CLUSTERS clusters (fewer where fewer run at
+/// once: `active`), else ceil(T / that many) tokens where that is at most 16 (the kernel's MMA
+/// layout); None past that (whole tiles of 16 tokens). Measured on the H200 with PDL (attempt
+/// 143, against tiles of 4 over up to 7 clusters, attempt 42's rule): -3.6 to -21.5 % at T =
+/// 13-28 and -3.9 to -11.7 % at T = 29-40 at every H; T = 16 at H = 5120 7.51 -> 7.00 us.
 pub fn small_tile_tokens(t: usize, active: u32) -> Option<usize> {
+    let clusters = SMALL_TILE_CLUSTERS.min(active as usize).max(1);
     [1, 2, 4]
         .into_iter()
-        .find(|&tt| t.div_ceil(tt) <= SMALL_TILE_CLUSTERS)
-        .or_else(|| (t.div_ceil(4) <= active as usize).then_some(4))
+        .find(|&tt| t.div_ceil(tt) <= clusters)
+        .or_else(|| Some(t.div_ceil(clusters)).filter(|&tt| tt <= MAXTT))
 }
 
 /// Waves of clusters the cluster kernel may take at hidden size `h`, for an op whose tile kernel
@@ -1419,9 +1444,19 @@ mod tests {
         let tt = |t| small_tile_tokens(t, 7);
         assert_eq!([tt(1), tt(2), tt(3)], [Some(1); 3]);
         assert_eq!([tt(4), tt(5), tt(6)], [Some(2); 3]);
-        assert_eq!([tt(7), tt(12), tt(13), tt(28)], [Some(4); 4]);
-        assert_eq!(tt(29), None);
-        assert_eq!(small_tile_tokens(16, 3), None);
+        assert_eq!([tt(7), tt(12)], [Some(4); 2]);
+        // Past tiles of 4 on three clusters: three clusters of ceil(T / 3) tokens, up to 16.
+        assert_eq!(
+            [tt(13), tt(16), tt(28), tt(48)],
+            [Some(5), Some(6), Some(10), Some(16)]
+        );
+        assert_eq!(tt(49), None);
+        // Fewer clusters where fewer run at once.
+        assert_eq!(small_tile_tokens(4, 2), Some(2));
+        assert_eq!(small_tile_tokens(16, 2), Some(8));
+        assert_eq!(small_tile_tokens(33, 2), None);
+        assert_eq!(small_tile_tokens(3, 1), Some(4));
+        assert_eq!(small_tile_tokens(17, 1), None);
     }
 
     #[test]
