@@ -984,14 +984,15 @@ fn lanes_by_channels_give_the_same_bits() {
     }
 }
 
-/// With PDL the seam's small T past tiles of 4 tokens on three clusters runs three clusters of
-/// ceil(T / 3) tokens (plan::small_tile_tokens, attempt 143), in the MMA's lane layout: tiles of 5
-/// to 16 tokens, their second row half empty (T = 13-24) or not (T = 25-48), a last tile shorter
-/// than the others (T = 14, 29, 47). They give the tile kernel's bits with and without the fused
-/// RMSNorm and MXFP8, with and without prepared fn, at every H, and the plan really was three
-/// clusters of that tile.
+/// With PDL a small T spreads over up to three clusters (plan::small_tile_tokens): the seam past
+/// its tiles of 4 tokens on three clusters in three clusters of ceil(T / 3) tokens (attempt 143),
+/// the V4 seam and pre_delayed (no lanes-by-channels variant) past 8 tokens in the fewest clusters
+/// that keep tiles at 8 tokens, then three of up to 16 (attempt 144). Tiles of 5 to 16 tokens, the
+/// second row half empty or not, a last tile shorter than the others: each gives the tile kernel's
+/// bits with and without the fused RMSNorm (and MXFP8 where the op has it), with and without
+/// prepared fn, at every H, and the plan really was that spread.
 #[test]
-fn three_clusters_of_small_tiles_give_the_tile_kernels_bits() {
+fn small_t_spread_over_clusters_gives_the_tile_kernels_bits() {
     gpu!(e, PathChoice::Fused);
     if !has_clusters(&e) {
         return;
@@ -999,28 +1000,52 @@ fn three_clusters_of_small_tiles_give_the_tile_kernels_bits() {
     e.set_pdl(true);
     for h in [4096, 5120, 7168] {
         let c = cfg(4, h);
-        for t in [13, 14, 16, 24, 29, 40, 47] {
-            for (norm, fp8) in [(true, false), (true, true), (false, false)] {
-                let m = seam_inputs_norm(&c, t, norm, (h * 7 + t * 5 + norm as usize) as u64);
-                let args = OpArgs::from_map(Op::Seam, &c, &m, fp8).unwrap();
-                let want = tile_kernel_outputs(&e, &args);
-                for prepared in [true, false] {
-                    e.set_use_prepared_fn(prepared);
-                    let plan = e.plan_for(Op::Seam, t, h, true).unwrap().unwrap();
-                    assert_eq!(
-                        (plan.cluster, plan.tt as usize, plan.tiles),
-                        (16, t.div_ceil(3), 3),
-                        "H={h} T={t}: {plan:?}"
-                    );
-                    let (got, route) = e.execute(&args).unwrap();
-                    let k = route.kernels.join(",");
-                    assert!(k.starts_with("mhc_seam_cl") && !k.contains("_ch"), "{k}");
-                    assert!(
-                        got == want,
-                        "H={h} T={t} norm={norm} fp8={fp8} prepared={prepared}: {k} differs from the tile kernel"
-                    );
+        for (op, ts) in [
+            (Op::Seam, &[13usize, 14, 16, 24, 29, 40, 47][..]),
+            (Op::SeamV4, &[9, 16, 17, 25, 47][..]),
+            (Op::PreDelayed, &[12, 24, 33][..]),
+        ] {
+            for &t in ts {
+                let (tt, tiles) = if op == Op::Seam {
+                    (t.div_ceil(3), 3)
+                } else {
+                    let n = t.div_ceil(8).min(3);
+                    (t.div_ceil(n), n as u32)
+                };
+                for (norm, fp8) in [(true, false), (true, true), (false, false)] {
+                    if fp8 && !op.has_layer_input() {
+                        continue;
+                    }
+                    let spec = InputSpec {
+                        op,
+                        t,
+                        norm,
+                        proj_nk: (0, 0),
+                    };
+                    let m = synth::inputs(&c, &spec, (h * 7 + t * 5 + norm as usize) as u64);
+                    let args = OpArgs::from_map(op, &c, &m, fp8).unwrap();
+                    let want = tile_kernel_outputs(&e, &args);
+                    for prepared in [true, false] {
+                        e.set_use_prepared_fn(prepared);
+                        let plan = e.plan_for(op, t, h, true).unwrap().unwrap();
+                        assert_eq!(
+                            (plan.cluster, plan.tt as usize, plan.tiles),
+                            (16, tt, tiles),
+                            "{op} H={h} T={t}: {plan:?}"
+                        );
+                        let (got, route) = e.execute(&args).unwrap();
+                        let k = route.kernels.join(",");
+                        assert!(
+                            k.contains("_cl") && !k.contains("_ch"),
+                            "{op} H={h} T={t}: {k}"
+                        );
+                        assert!(
+                            got == want,
+                            "{op} H={h} T={t} norm={norm} fp8={fp8} prepared={prepared}: {k} differs from the tile kernel"
+                        );
+                    }
+                    e.set_use_prepared_fn(true);
                 }
-                e.set_use_prepared_fn(true);
             }
         }
     }

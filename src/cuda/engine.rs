@@ -302,8 +302,9 @@ pub struct CudaEngine {
     env_mtiles: Option<u32>,
     /// `MHC_CLUSTER_SPREAD` (default on; `set_cluster_spread`): a call's rows spread over more
     /// clusters than whole tiles need: the seam's tiles of 32 tokens over every cluster that runs
-    /// at once, and with PDL at small T (`plan::small_tile_tokens`: T <= 48) up to three clusters,
-    /// in tiles of 1, 2 or 4 tokens with lanes by channels up to T = 12.
+    /// at once, and with PDL at small T (`plan::small_tile_tokens`: T <= 48) up to three clusters:
+    /// the seam in tiles of 1, 2 or 4 tokens with lanes by channels up to T = 12, the ops without
+    /// that variant (the V4 seam, pre_delayed) past 8 tokens.
     spread: std::cell::Cell<bool>,
     /// Whether the seams' tiles launch at large T takes the stream variant (default on;
     /// `set_stream_tiles`; `MHC_STREAM` at start).
@@ -732,8 +733,9 @@ impl CudaEngine {
     /// up to `plan::CARRIED_WAVES` waves of tiles of 16: T <= 224 at H = 7168), unless a tile
     /// plan is forced or the call runs without PDL at T <= 4 without prepared fn (not such an
     /// op), else the tile kernel. The seam's tiles of at most 4 tokens take the lanes-by-channels
-    /// variants, and with PDL at T <= 48 the rows spread over up to three clusters, in tiles of 1,
-    /// 2 or 4 tokens up to T = 12 (`plan::small_tile_tokens`); `set_cluster_override` or `MHC_CLUSTER` forces the
+    /// variants, and with PDL at T <= 48 the rows spread over up to three clusters, the seam's in
+    /// tiles of 1, 2 or 4 tokens up to T = 12, the V4 seam's and pre_delayed's past T = 8
+    /// (`plan::small_tile_tokens`); `set_cluster_override` or `MHC_CLUSTER` forces the
     /// choice, `set_cluster_mtiles` or `MHC_CLUSTER_MTILES` the cluster kernel's tiles,
     /// `set_cluster_spread` / `MHC_CLUSTER_SPREAD` and `set_cluster_channels` /
     /// `MHC_CLUSTER_CHANNELS` turn the spreading and the channel variants off. The seams' two-launch
@@ -855,9 +857,10 @@ impl CudaEngine {
                                     // they all still run). Measured on the H200 at H = 5120
                                     // (PERF_NOTES.md attempt 36): -4.5 % at T = 128; with tiles of
                                     // 16 tokens it lost up to 9 % (T = 64) and is not taken. With
-                                    // PDL at small T (plan::small_tile_tokens, attempts 42 and
-                                    // 143), up to three clusters: tiles of 1, 2 or 4 tokens with
-                                    // lanes by channels, then of ceil(T / 3) up to 16.
+                                    // PDL at small T (plan::small_tile_tokens, attempts 42, 143
+                                    // and 144), up to three clusters: the seam's tiles of 1, 2 or
+                                    // 4 tokens with lanes by channels, then of ceil(T / 3) up to
+                                    // 16; the other ops' past 8 tokens.
                                     let channels =
                                         self.channels.get() && channel_variant(kname, 1).is_some();
                                     let spread = if forced.is_some() || !self.spread.get() {
@@ -865,8 +868,8 @@ impl CudaEngine {
                                     } else if mt == 2 {
                                         active
                                     } else if pdl
-                                        && channels
-                                        && let Some(tt) = plan::small_tile_tokens(t, active)
+                                        && let Some(tt) =
+                                            plan::small_tile_tokens(t, active, channels)
                                     {
                                         t.div_ceil(tt) as u32
                                     } else {

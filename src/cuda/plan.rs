@@ -503,18 +503,28 @@ pub fn cluster_channels_setting() -> Result<bool> {
 /// 42 and 143).
 const SMALL_TILE_CLUSTERS: usize = 3;
 
-/// Tokens per tile for the seam's cluster kernel at small T with PDL: the smallest of 1, 2 and 4
-/// (lanes by channels) that needs at most SMALL_TILE_CLUSTERS clusters (fewer where fewer run at
-/// once: `active`), else ceil(T / that many) tokens where that is at most 16 (the kernel's MMA
-/// layout); None past that (whole tiles of 16 tokens). Measured on the H200 with PDL (attempt
-/// 143, against tiles of 4 over up to 7 clusters, attempt 42's rule): -3.6 to -21.5 % at T =
-/// 13-28 and -3.9 to -11.7 % at T = 29-40 at every H; T = 16 at H = 5120 7.51 -> 7.00 us.
-pub fn small_tile_tokens(t: usize, active: u32) -> Option<usize> {
+/// Tokens per tile for the cluster kernel at small T with PDL, spread over at most
+/// SMALL_TILE_CLUSTERS clusters (fewer where fewer run at once: `active`); None: whole tiles of
+/// up to 16 tokens. With `channels` (the seam's lanes-by-channels variants): the smallest of 1, 2
+/// and 4 that fits those clusters, else ceil(T / their count) tokens where that is at most 16 (the
+/// MMA lane layout). Without (the V4 seam, pre_delayed, or channels turned off): the MMA lane layout
+/// costs about the same for any tile of up to 8 tokens (one row a lane) and more from 9 (a second
+/// row a lane), so past 8 tokens the fewest clusters that keep tiles at 8 or fewer, else tiles of
+/// ceil(T / their count) up to 16. Measured on the H200 with PDL: the seam (attempt 143, against
+/// tiles of 4 over up to 7 clusters, attempt 42's rule) -3.6 to -21.5 % at T = 13-28 and -3.9 to
+/// -11.7 % at T = 29-40 at every H, T = 16 at H = 5120 7.51 -> 7.00 us; the V4 seam (attempt 144,
+/// against whole tiles of 16) -15.5 to -28.4 % at T = 9-24 and -3.1 to -11.8 % at T = 25-40, T = 16
+/// at H = 5120 9.20 -> 6.99 us.
+pub fn small_tile_tokens(t: usize, active: u32, channels: bool) -> Option<usize> {
     let clusters = SMALL_TILE_CLUSTERS.min(active as usize).max(1);
-    [1, 2, 4]
-        .into_iter()
-        .find(|&tt| t.div_ceil(tt) <= clusters)
-        .or_else(|| Some(t.div_ceil(clusters)).filter(|&tt| tt <= MAXTT))
+    if channels {
+        return [1, 2, 4]
+            .into_iter()
+            .find(|&tt| t.div_ceil(tt) <= clusters)
+            .or_else(|| Some(t.div_ceil(clusters)).filter(|&tt| tt <= MAXTT));
+    }
+    let n = t.div_ceil(MAXTT / 2).min(clusters);
+    Some(t.div_ceil(n)).filter(|&tt| n > 1 && tt <= MAXTT)
 }
 
 /// Waves of clusters the cluster kernel may take at hidden size `h`, for an op whose tile kernel
@@ -1441,7 +1451,7 @@ mod tests {
 
     #[test]
     fn small_tiles_follow_the_measured_rule() {
-        let tt = |t| small_tile_tokens(t, 7);
+        let tt = |t| small_tile_tokens(t, 7, true);
         assert_eq!([tt(1), tt(2), tt(3)], [Some(1); 3]);
         assert_eq!([tt(4), tt(5), tt(6)], [Some(2); 3]);
         assert_eq!([tt(7), tt(12)], [Some(4); 2]);
@@ -1452,11 +1462,20 @@ mod tests {
         );
         assert_eq!(tt(49), None);
         // Fewer clusters where fewer run at once.
-        assert_eq!(small_tile_tokens(4, 2), Some(2));
-        assert_eq!(small_tile_tokens(16, 2), Some(8));
-        assert_eq!(small_tile_tokens(33, 2), None);
-        assert_eq!(small_tile_tokens(3, 1), Some(4));
-        assert_eq!(small_tile_tokens(17, 1), None);
+        assert_eq!(small_tile_tokens(4, 2, true), Some(2));
+        assert_eq!(small_tile_tokens(16, 2, true), Some(8));
+        assert_eq!(small_tile_tokens(33, 2, true), None);
+        assert_eq!(small_tile_tokens(3, 1, true), Some(4));
+        assert_eq!(small_tile_tokens(17, 1, true), None);
+        // Without lanes by channels: one tile up to 8 tokens, then the fewest clusters (at most
+        // three) that keep tiles at 8, then three up to 16.
+        let mma = |t| small_tile_tokens(t, 7, false);
+        assert_eq!([mma(1), mma(8)], [None, None]);
+        assert_eq!([mma(9), mma(16)], [Some(5), Some(8)]);
+        assert_eq!([mma(17), mma(24)], [Some(6), Some(8)]);
+        assert_eq!([mma(25), mma(48), mma(49)], [Some(9), Some(16), None]);
+        assert_eq!(small_tile_tokens(16, 1, false), None);
+        assert_eq!(small_tile_tokens(24, 2, false), Some(12));
     }
 
     #[test]
