@@ -348,7 +348,7 @@ __device__ __forceinline__ void ew_compute(const FusedParams& p, const float* sc
 
 // The elementwise phase with lanes by channels, for tiles of at most CPL rows (CPL = 1, 2 or 4;
 // the cluster kernel's _ch variants of the seam, which the engine takes for tiles of up to 4
-// tokens: T <= 4, and with PDL up to T = 28 over several clusters). In the MMA layout a lane (g, q) owns row
+// tokens: T <= 4, and with PDL up to T = 12 over up to three clusters). In the MMA layout a lane (g, q) owns row
 // g and channels 8q..8q+7, so at T = 1 only 4 lanes of 32 work and each runs the whole post_map of
 // 8 channels. Here lane (g, q) takes row g / (8 / CPL) and the CPL channels
 // 8q + (g % (8 / CPL)) * CPL + [0, CPL) of the warp's chunk: quarter q keeps its 8 channels,
