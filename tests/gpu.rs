@@ -68,6 +68,16 @@ macro_rules! gpu {
     };
 }
 
+/// `gpu!` on the fused path for a test of the cluster kernels: returns where the GPU has none.
+macro_rules! gpu_clusters {
+    ($e:ident) => {
+        gpu!($e, PathChoice::Fused);
+        if !has_clusters(&$e) {
+            return;
+        }
+    };
+}
+
 #[test]
 fn fused_every_op_every_t_h4096() {
     fused_every_op_every_t(4096);
@@ -160,10 +170,7 @@ fn gates_agree_with_the_reference_for_any_eps() {
 /// (one thread per token, gates4) for every eps: the fast path, the checked one and the IEEE redo.
 #[test]
 fn gate_quads_give_the_tile_kernels_bits_for_any_eps() {
-    gpu!(e, PathChoice::Fused);
-    if !has_clusters(&e) {
-        return;
-    }
+    gpu_clusters!(e);
     for eps in [0.0f32, 1e-30, 1e-9, 1e-6, 0.5, 2.0] {
         let mut c = cfg(4, 5120);
         c.hc_eps = eps;
@@ -193,10 +200,7 @@ fn gate_quads_give_the_tile_kernels_bits_for_any_eps() {
 #[test]
 fn v4_cluster_pre_sent_early_or_after_the_redo_gives_the_tile_kernels_bits() {
     use mhc::tensor::TensorData;
-    gpu!(e, PathChoice::Fused);
-    if !has_clusters(&e) {
-        return;
-    }
+    gpu_clusters!(e);
     let c = cfg(4, 5120);
     for t in [1, 7, 33, 200] {
         let spec = InputSpec {
@@ -649,10 +653,7 @@ fn every_plan_gives_the_same_bits() {
 /// (T = 224); with and without prepared fn, at H = 4096 (8 chunk warps a block) and 5120 (10).
 #[test]
 fn tiles_of_32_tokens_give_the_same_bits() {
-    gpu!(e, PathChoice::Fused);
-    if !has_clusters(&e) {
-        return;
-    }
+    gpu_clusters!(e);
     for h in [4096, 5120] {
         let c = cfg(4, h);
         for t in [1, 7, 20, 32, 33, 224, 300] {
@@ -933,10 +934,7 @@ fn the_tails_split_by_slices_gives_the_same_bits() {
 /// variant really ran.
 #[test]
 fn lanes_by_channels_give_the_same_bits() {
-    gpu!(e, PathChoice::Fused);
-    if !has_clusters(&e) {
-        return;
-    }
+    gpu_clusters!(e);
     e.set_pdl(true);
     for h in [4096, 5120, 7168] {
         let c = cfg(4, h);
@@ -993,10 +991,7 @@ fn lanes_by_channels_give_the_same_bits() {
 /// prepared fn, at every H, and the plan really was that spread.
 #[test]
 fn small_t_spread_over_clusters_gives_the_tile_kernels_bits() {
-    gpu!(e, PathChoice::Fused);
-    if !has_clusters(&e) {
-        return;
-    }
+    gpu_clusters!(e);
     e.set_pdl(true);
     for h in [4096, 5120, 7168] {
         let c = cfg(4, h);
