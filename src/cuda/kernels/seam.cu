@@ -1681,6 +1681,21 @@ __device__ void seam_cluster_body(const FusedParams& p) {
     for (int i = tid; i < W * CHUNK / 4; i += blockDim.x)
       s_nw[i] = h0 + 4 * i < p.H ? __ldg((const float4*)(p.norm_w + h0) + i) : make_float4(0.f, 0.f, 0.f, 0.f);
   }
+  // The parameters that the reduction, the gates and the norm read first, read here once (before
+  // the wait, off the path): their first reads there stalled on constant-cache misses (ncu at
+  // T = 1; PERF_NOTES attempt 148: -1 to -3 % at T <= 12). Each warp's first lane (each quarter of
+  // the multiprocessor has its own constant cache) folds them into a volatile store of its own,
+  // which keeps the reads. Only in the lanes-by-channels kernels (T <= 12), whose blocks land well
+  // ahead of their wait: in the others the same reads measured -3 to +7.5 % by T and H, the
+  // losses where the clusters take every slot and the next seam's blocks land late.
+  if constexpr (CPL > 0) {
+    __shared__ volatile u32 s_warm[CL_WARPS];
+    if (lane == 0)
+      s_warm[warp] = blockDim.x ^ __float_as_uint(p.rms_eps) ^ __float_as_uint(p.hc_eps) ^
+                     __float_as_uint(p.norm_eps) ^ __float_as_uint(p.post_mult) ^ (u32)p.iters ^
+                     (u32)(size_t)p.pre_out ^ (u32)(size_t)p.post_out ^ (u32)(size_t)p.comb_out ^
+                     (u32)(size_t)p.layer_input ^ (u32)(size_t)p.fp8_q;
+  }
   STAMP(p.timeline, 1);
   pdl_wait();
   STAMP(p.timeline, 2);
