@@ -1683,11 +1683,11 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   }
   // The parameters that the reduction, the gates and the norm read first, read here once (before
   // the wait, off the path): their first reads there stalled on constant-cache misses (ncu at
-  // T = 1; PERF_NOTES attempt 148: -1 to -3 % at T <= 12). Each warp's first lane (each quarter of
-  // the multiprocessor has its own constant cache) folds them into a volatile store of its own,
-  // which keeps the reads. Only in the lanes-by-channels kernels (T <= 12), whose blocks land well
-  // ahead of their wait: in the others the same reads measured -3 to +7.5 % by T and H, the
-  // losses where the clusters take every slot and the next seam's blocks land late.
+  // T = 1; PERF_NOTES attempt 148: -1 to -3 % at T <= 12). Every warp's first lane reads them
+  // (in case the multiprocessor's quarters cache constants apart) and folds them into a volatile
+  // store of its own, which keeps the reads. Only in the lanes-by-channels kernels (T <= 12): in
+  // the others the same code measured -3 to +7.5 % by T and H, its loss at T = 112 staying even
+  // with the reads turned off there (not explained yet).
   if constexpr (CPL > 0) {
     __shared__ volatile u32 s_warm[CL_WARPS];
     if (lane == 0)
