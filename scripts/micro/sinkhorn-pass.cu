@@ -135,12 +135,13 @@ __device__ __forceinline__ void sinkhorn_scaled(float c[16], float eps) {
 
 // reps dependent Sinkhorns of one lane's matrix, timed by clock64.
 template <int V, bool SCALED>
-__global__ void bench(const float* in, float* out, int reps, long long* cyc, float eps) {
+__global__ void bench(const float* in, float* out, int reps, long long* cyc, float eps, int active = 32) {
   float c[16];
   for (int i = 0; i < 16; ++i) c[i] = in[threadIdx.x * 16 + i];
   __syncwarp();
   long long t0 = clock64();
-  for (int r = 0; r < reps; ++r) {
+  // Lanes past `active` skip the work (does the multi-function unit's time follow the active lanes?)
+  for (int r = 0; r < (threadIdx.x < active ? reps : 0); ++r) {
     if (SCALED) sinkhorn_scaled<V>(c, eps);
     else sinkhorn_matrix<V>(c, eps);
     // Perturb so the next repetition starts away from the fixed point (a dependent chain).
@@ -169,23 +170,23 @@ static void ref(double c[16], double eps) {
 }
 
 template <int V, bool SCALED = false>
-static void run(const char* name, float* d_in, float* d_out, long long* d_cyc, const float* h_in) {
+static void run(const char* name, float* d_in, float* d_out, long long* d_cyc, const float* h_in, int active = 32) {
   const int reps = 2000;
   const float eps = 1e-6f;
-  bench<V, SCALED><<<1, 32>>>(d_in, d_out, 10, d_cyc, eps);  // warm-up
+  bench<V, SCALED><<<1, 32>>>(d_in, d_out, 10, d_cyc, eps, active);  // warm-up
   long long best = -1;
   for (int k = 0; k < 5; ++k) {
-    bench<V, SCALED><<<1, 32>>>(d_in, d_out, reps, d_cyc, eps);
+    bench<V, SCALED><<<1, 32>>>(d_in, d_out, reps, d_cyc, eps, active);
     long long cyc;
     cudaMemcpy(&cyc, d_cyc, sizeof cyc, cudaMemcpyDeviceToHost);
     if (best < 0 || cyc < best) best = cyc;
   }
   // Accuracy: one call (reps = 1: no perturbation).
-  bench<V, SCALED><<<1, 32>>>(d_in, d_out, 1, d_cyc, eps);
+  bench<V, SCALED><<<1, 32>>>(d_in, d_out, 1, d_cyc, eps, active);
   float h_out[32 * 16];
   cudaMemcpy(h_out, d_out, sizeof h_out, cudaMemcpyDeviceToHost);
   double maxerr = 0;
-  for (int l = 0; l < 32; ++l) {
+  for (int l = 0; l < active; ++l) {
     double c[16];
     for (int i = 0; i < 16; ++i) c[i] = h_in[l * 16 + i];
     ref(c, eps);
@@ -223,5 +224,10 @@ int main() {
   run<3, true>("scaled, rcp of pairs + range", d_in, d_out, d_cyc, h_in);
   run<4, true>("scaled, 2 rcp + 2 Newton", d_in, d_out, d_cyc, h_in);
   run<5, true>("scaled, 3 rcp + 1 Newton", d_in, d_out, d_cyc, h_in);
+  // The scaled form with only some lanes of the warp active (the others skip the loop).
+  run<0, true>("scaled, 16 lanes active", d_in, d_out, d_cyc, h_in, 16);
+  run<0, true>("scaled, 8 lanes active", d_in, d_out, d_cyc, h_in, 8);
+  run<0, true>("scaled, 4 lanes active", d_in, d_out, d_cyc, h_in, 4);
+  run<0, true>("scaled, 1 lane active", d_in, d_out, d_cyc, h_in, 1);
   return 0;
 }
