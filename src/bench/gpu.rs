@@ -843,13 +843,13 @@ fn write_raw_timeline(
     let launches: Vec<serde_json::Value> = log
         .iter()
         .map(|l| {
-            let blocks: Vec<Vec<u64>> = (0..l.blocks)
-                .map(|b| (0..S).map(|k| st[l.offset + (b * S + k) * 2]).collect())
-                .collect();
-            let cycles: Vec<Vec<u64>> = (0..l.blocks)
-                .map(|b| (0..S).map(|k| st[l.offset + (b * S + k) * 2 + 1]).collect())
-                .collect();
-            serde_json::json!({ "kernel": l.kernel, "blocks": blocks, "cycles": cycles })
+            // Every block's slots, word `w` of each stamp's pair (0: global timer, 1: clock64).
+            let slots = |w: usize| -> Vec<Vec<u64>> {
+                (0..l.blocks)
+                    .map(|b| (0..S).map(|k| st[l.offset + (b * S + k) * 2 + w]).collect())
+                    .collect()
+            };
+            serde_json::json!({ "kernel": l.kernel, "blocks": slots(0), "cycles": slots(1) })
         })
         .collect();
     let v = serde_json::json!({
