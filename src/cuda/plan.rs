@@ -612,7 +612,10 @@ pub fn cluster_plan(
         shape.nin * shape.nmix * (w * CHUNK * 4 + 16)
     };
     let upper = own * groups * (8 + nm * 4);
-    let smem = fn_bytes.max(upper) + own * chunks * nm * 4 + 2 * own * chunks * 8 + w * max_tt * 8;
+    // (The gate sums of squares' rows padded to whole groups: kernels/seam.cu, lssrow.)
+    let lss_row = chunks.next_multiple_of(CL_GROUP);
+    let smem =
+        fn_bytes.max(upper) + own * chunks * nm * 4 + own * (lss_row + chunks) * 8 + w * max_tt * 8;
     if smem > budget as usize {
         return None;
     }

@@ -1598,17 +1598,22 @@ __device__ void seam_cluster_body(const FusedParams& p) {
 
   // Dynamic shared memory (sized in plan.rs): [fn slice: NIN * NMIX rows of rstride float4, or
   // with PREP the block's chunks of the prepared fn][leaves: OWN x chunks x NM f32][lss: OWN x
-  // chunks f64][wss: W x TT f64][lnss: OWN x chunks f64]. The upper tree's buffers reuse fn's
-  // space once every warp of the block is past its projection: [gss: OWN x ngrp f64][gsum: OWN x
-  // ngrp x NM f32].
+  // lssrow f64, swizzled][wss: W x TT f64][lnss: OWN x chunks f64]. The upper tree's buffers
+  // reuse fn's space once every warp of the block is past its projection: [gss: OWN x ngrp
+  // f64][gsum: OWN x ngrp x NM f32].
   const int rstride = W * 8 + 1;  // the block's W chunks, padded by one float4 (bank offset)
   // PREP: the block's chunks of the prepared fn, [W][NIN][2 halves][FNP_STEP_BYTES].
   const size_t fn_bytes = PREP ? (size_t)W * NIN * FNP_STREAM_BYTES : (size_t)NIN * NMIX * rstride * 16;
   const size_t up_bytes = (size_t)OWN * ngrp * (8 + NM * 4);
   float* sfn = (float*)smem;
   float* leaves = (float*)(smem + (fn_bytes > up_bytes ? fn_bytes : up_bytes));
+  // The gate sums of squares of a row: its groups of CL_GROUP chunks (the last one padded), chunk
+  // 16 g + l of group g in slot 16 g + (l ^ (g mod 16)), so that the lanes that each sum a group
+  // in the leaf pass read in different banks (PERF_NOTES attempt 153; unswizzled, the 10 lanes
+  // at H = 5120 met in one bank, and that item finished the pass last).
+  const int lssrow = ngrp_used * CL_GROUP;
   double* lss = (double*)(leaves + (size_t)OWN * chunks * NM);
-  double* wss = lss + OWN * chunks;  // a warp's norm sums of squares of its rows (tiles of 32)
+  double* wss = lss + OWN * lssrow;  // a warp's norm sums of squares of its rows (tiles of 32)
   double* lnss = wss + W * TT;       // the norm's leaves of the rows finished here
   double* gss = (double*)smem;
   float* gsum = (float*)(gss + OWN * ngrp);
@@ -1823,7 +1828,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
             if (c0 < NMIX) st_async_f32x2(a + c0 * 4, d[m][nt][2 * rr], d[m][nt][2 * rr + 1], bar);
           }
           if (q == 0) {
-            st_async_f64(cluster_map(lss + o * chunks + chunk, owner), ssg[m][rr], bar);
+            st_async_f64(cluster_map(lss + o * lssrow + (chunk ^ ((chunk >> 4) & 15)), owner), ssg[m][rr], bar);
             if (CARRIED && has_norm)
               st_async_f64(cluster_map(lnss + o * chunks + chunk, owner), EARLY ? wss[warp * TT + r] : ssn[m][rr],
                            bar);
@@ -1876,16 +1881,16 @@ __device__ void seam_cluster_body(const FusedParams& p) {
     gsum[(o * ngrp + gi) * NM + mix] = pairwise(v);
   };
   auto leaf_f64 = [&](int o, int gi) {
-    const double* src = lss + o * chunks + gi * CL_GROUP;
-    const int n = chunks - gi * CL_GROUP;
+    const double* src = lss + o * lssrow + gi * CL_GROUP;
+    const int n = chunks - gi * CL_GROUP, sw = gi & 15;  // (CL_GROUP = 16)
     double v[CL_GROUP];
     if (n >= CL_GROUP) {
 #pragma unroll
-      for (int l = 0; l < CL_GROUP; ++l) v[l] = src[l];
+      for (int l = 0; l < CL_GROUP; ++l) v[l] = src[l ^ sw];
     } else {
 #pragma unroll
       for (int l = 0; l < CL_GROUP; ++l) {
-        const double x = src[min(l, n - 1)];
+        const double x = src[min(l, n - 1) ^ sw];
         v[l] = l < n ? x : 0.0;
       }
     }
