@@ -1546,6 +1546,13 @@ SEAM_STREAM_KERNEL(mhc_seam_v4_st, 0)
 #define CL_WARPS 16  // warps per block at most (plan.rs: CL_WARPS)
 #define CL_WARPS2 11 // the same for tiles of 32 tokens (MT = 2: more registers a thread)
 
+// The slot of chunk c's gate sum of squares in its row's lss (the row padded to whole groups):
+// chunk CL_GROUP g + l at CL_GROUP g + (l ^ (g mod CL_GROUP)), so that the lanes that each sum
+// one group in the leaf pass read in different bank pairs (PERF_NOTES attempt 153: unswizzled,
+// the 10 lanes at H = 5120 met in one, and that item finished the pass last).
+static_assert((CL_GROUP & (CL_GROUP - 1)) == 0, "lss_slot: CL_GROUP a power of two");
+__device__ __forceinline__ int lss_slot(int c) { return c ^ ((int)((unsigned)c / CL_GROUP) & (CL_GROUP - 1)); }
+
 // MT: groups of 16 rows (the MMA's M) a tile has, 1 or 2. With MT = 2 (the _cl2 variants) a
 // cluster takes a tile of 32 tokens: every chunk warp runs both groups' elementwise work and
 // projection (each step's fn serves both), and each block finishes up to 2 rows (the plan takes
@@ -1607,11 +1614,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   const size_t up_bytes = (size_t)OWN * ngrp * (8 + NM * 4);
   float* sfn = (float*)smem;
   float* leaves = (float*)(smem + (fn_bytes > up_bytes ? fn_bytes : up_bytes));
-  // The gate sums of squares of a row: its groups of CL_GROUP chunks (the last one padded), chunk
-  // 16 g + l of group g in slot 16 g + (l ^ (g mod 16)), so that the lanes that each sum a group
-  // in the leaf pass read in different banks (PERF_NOTES attempt 153; unswizzled, the 10 lanes
-  // at H = 5120 met in one bank, and that item finished the pass last).
-  const int lssrow = ngrp_used * CL_GROUP;
+  const int lssrow = ngrp_used * CL_GROUP;  // a row of lss: whole groups (lss_slot)
   double* lss = (double*)(leaves + (size_t)OWN * chunks * NM);
   double* wss = lss + OWN * lssrow;  // a warp's norm sums of squares of its rows (tiles of 32)
   double* lnss = wss + W * TT;       // the norm's leaves of the rows finished here
@@ -1828,7 +1831,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
             if (c0 < NMIX) st_async_f32x2(a + c0 * 4, d[m][nt][2 * rr], d[m][nt][2 * rr + 1], bar);
           }
           if (q == 0) {
-            st_async_f64(cluster_map(lss + o * lssrow + (chunk ^ ((chunk >> 4) & 15)), owner), ssg[m][rr], bar);
+            st_async_f64(cluster_map(lss + o * lssrow + lss_slot(chunk), owner), ssg[m][rr], bar);
             if (CARRIED && has_norm)
               st_async_f64(cluster_map(lnss + o * chunks + chunk, owner), EARLY ? wss[warp * TT + r] : ssn[m][rr],
                            bar);
@@ -1882,7 +1885,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   };
   auto leaf_f64 = [&](int o, int gi) {
     const double* src = lss + o * lssrow + gi * CL_GROUP;
-    const int n = chunks - gi * CL_GROUP, sw = gi & 15;  // (CL_GROUP = 16)
+    const int n = chunks - gi * CL_GROUP, sw = gi & (CL_GROUP - 1);  // (lss_slot, within the group)
     double v[CL_GROUP];
     if (n >= CL_GROUP) {
 #pragma unroll
