@@ -133,8 +133,55 @@ __device__ __forceinline__ void sinkhorn_scaled(float c[16], float eps) {
     for (int b = 0; b < 4; ++b) c[4 * a + b] = c[4 * a + b] * (rs[a] * cs[b]);
 }
 
+// The scaled form folded (attempt 157): the loop carries only the row and column sums. A half-pass
+// takes the other vector's sums v, p = (v0 v1)(v2 v3), r = 1 / p, P_b = p / v_b as a product of
+// the other three, and w_a <- r sum_b K_ab P_b + eps w_a: one reciprocal, in flight while the sums
+// over b are formed. Each p is tested against [2^-80, 2^48) (`win`); C from the last half-pass's
+// r P (the row scales) and four reciprocals (the column scales).
+__device__ __forceinline__ void fold_half(const float k[16], bool rows, const float v[4], float w[4], float eps,
+                                          unsigned& win, float& r, float pp[4]) {
+  const float v01 = v[0] * v[1], v23 = v[2] * v[3], p = v01 * v23;
+  r = rcpa(p);
+  pp[0] = v[1] * v23;
+  pp[1] = v[0] * v23;
+  pp[2] = v01 * v[3];
+  pp[3] = v01 * v[2];
+#pragma unroll
+  for (int a = 0; a < 4; ++a) {
+    const float e = eps * w[a];
+    float s = (rows ? k[4 * a] : k[a]) * pp[0];
+#pragma unroll
+    for (int b = 1; b < 4; ++b) s = fmaf(rows ? k[4 * a + b] : k[4 * b + a], pp[b], s);
+    w[a] = fmaf(r, s, e);
+  }
+  win |= __float_as_uint(p) - 0x17800000u;
+}
+__device__ __forceinline__ void sinkhorn_fold(float c[16], float eps) {
+  float x[4] = {1.0f, 1.0f, 1.0f, 1.0f}, y[4];
+  float rx = 1.0f, px[4] = {1.0f, 1.0f, 1.0f, 1.0f}, ry, py[4];
+  unsigned win = 0;
+#pragma unroll
+  for (int b = 0; b < 4; ++b) y[b] = (((c[b] + c[4 + b]) + c[8 + b]) + c[12 + b]) + eps;
+#pragma unroll 1
+  for (int it = 1; it < 20; ++it) {
+    fold_half(c, true, y, x, eps, win, ry, py);
+    fold_half(c, false, x, y, eps, win, rx, px);
+  }
+  if (win >= 0x40000000u) c[0] = -1.0f;
+  float rs[4], cs[4];
+#pragma unroll
+  for (int a = 0; a < 4; ++a) {
+    rs[a] = rx * px[a];
+    cs[a] = rcpa(y[a]);
+  }
+#pragma unroll
+  for (int a = 0; a < 4; ++a)
+#pragma unroll
+    for (int b = 0; b < 4; ++b) c[4 * a + b] = c[4 * a + b] * (rs[a] * cs[b]);
+}
+
 // reps dependent Sinkhorns of one lane's matrix, timed by clock64.
-template <int V, bool SCALED>
+template <int V, bool SCALED, bool FOLD = false>
 __global__ void bench(const float* in, float* out, int reps, long long* cyc, float eps, int active = 32) {
   float c[16];
   for (int i = 0; i < 16; ++i) c[i] = in[threadIdx.x * 16 + i];
@@ -142,7 +189,8 @@ __global__ void bench(const float* in, float* out, int reps, long long* cyc, flo
   long long t0 = clock64();
   // Lanes past `active` skip the work (does the multi-function unit's time follow the active lanes?)
   for (int r = 0; r < (threadIdx.x < active ? reps : 0); ++r) {
-    if (SCALED) sinkhorn_scaled<V>(c, eps);
+    if (FOLD) sinkhorn_fold(c, eps);
+    else if (SCALED) sinkhorn_scaled<V>(c, eps);
     else sinkhorn_matrix<V>(c, eps);
     // Perturb so the next repetition starts away from the fixed point (a dependent chain).
     if (r + 1 < reps)
@@ -169,20 +217,20 @@ static void ref(double c[16], double eps) {
   }
 }
 
-template <int V, bool SCALED = false>
+template <int V, bool SCALED = false, bool FOLD = false>
 static void run(const char* name, float* d_in, float* d_out, long long* d_cyc, const float* h_in, int active = 32) {
   const int reps = 2000;
   const float eps = 1e-6f;
-  bench<V, SCALED><<<1, 32>>>(d_in, d_out, 10, d_cyc, eps, active);  // warm-up
+  bench<V, SCALED, FOLD><<<1, 32>>>(d_in, d_out, 10, d_cyc, eps, active);  // warm-up
   long long best = -1;
   for (int k = 0; k < 5; ++k) {
-    bench<V, SCALED><<<1, 32>>>(d_in, d_out, reps, d_cyc, eps, active);
+    bench<V, SCALED, FOLD><<<1, 32>>>(d_in, d_out, reps, d_cyc, eps, active);
     long long cyc;
     cudaMemcpy(&cyc, d_cyc, sizeof cyc, cudaMemcpyDeviceToHost);
     if (best < 0 || cyc < best) best = cyc;
   }
   // Accuracy: one call (reps = 1: no perturbation).
-  bench<V, SCALED><<<1, 32>>>(d_in, d_out, 1, d_cyc, eps, active);
+  bench<V, SCALED, FOLD><<<1, 32>>>(d_in, d_out, 1, d_cyc, eps, active);
   float h_out[32 * 16];
   cudaMemcpy(h_out, d_out, sizeof h_out, cudaMemcpyDeviceToHost);
   double maxerr = 0;
@@ -224,6 +272,7 @@ int main() {
   run<3, true>("scaled, rcp of pairs + range", d_in, d_out, d_cyc, h_in);
   run<4, true>("scaled, 2 rcp + 2 Newton", d_in, d_out, d_cyc, h_in);
   run<5, true>("scaled, 3 rcp + 1 Newton", d_in, d_out, d_cyc, h_in);
+  run<0, true, true>("scaled folded, 1 rcp + p window", d_in, d_out, d_cyc, h_in);
   // The scaled form with only some lanes of the warp active (the others skip the loop).
   run<0, true>("scaled, 16 lanes active", d_in, d_out, d_cyc, h_in, 16);
   run<0, true>("scaled, 8 lanes active", d_in, d_out, d_cyc, h_in, 8);
