@@ -11,8 +11,8 @@ its write scoreboard LAT cycles after it issues (MUFU: --mufu, others: --other).
 the instruction cache are not modelled.
 
   scripts/sass-loop-model.py FILE [--kernel NAME] [--range LO HI] [--mufu 24] [--has MUFU.RCP]
-FILE: a cubin (disassembled with cuobjdump from CU_BIN or the NVRTC venv of scripts/sass.sh) or
-the text cuobjdump -sass printed. Without --range, every backward branch of at most --max-body
+FILE: a cubin (disassembled with the cuobjdump of scripts/nvrtc-venv.sh, in VENV as for
+scripts/sass.sh) or the text cuobjdump -sass printed. Without --range, every backward branch of at most --max-body
 instructions whose body holds an instruction matching --has is a loop to model.
 """
 import argparse
@@ -29,8 +29,12 @@ BRANCH = re.compile(r"\bBRA (?:`\(.*?\)\s*)?0x([0-9a-f]+)")
 def disassemble(path):
     if not path.endswith(".cubin"):
         return open(path).read()
-    cu = os.environ.get("CU_BIN") or "/tmp/mhc-sass-venv/lib/python3.11/site-packages/nvidia/cu13/bin"
-    return subprocess.run([os.path.join(cu, "cuobjdump"), "-sass", path], check=True,
+    # cuobjdump from the NVRTC venv that scripts/sass.sh uses (VENV, as there).
+    here = os.path.dirname(os.path.abspath(__file__))
+    venv = os.environ.get("VENV", "/tmp/mhc-sass-venv")
+    cu = subprocess.run(["bash", os.path.join(here, "nvrtc-venv.sh"), venv, "--tools"], check=True,
+                        capture_output=True, text=True).stdout.strip()
+    return subprocess.run([os.path.join(cu, "bin", "cuobjdump"), "-sass", path], check=True,
                           capture_output=True, text=True).stdout
 
 
