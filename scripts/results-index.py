@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes bench/results/README.md: one row a file of bench/results/, with the commit that last
-wrote it (git log) and the sections of PERF_NOTES.md and BENCHMARKS.md that name it last, so a
+wrote it (git log) and the sections of PERF_NOTES.md and BENCHMARKS.md that name it newest, so a
 reader finds what a file measured without reading the notes whole. Run it after committing a new
 or replaced result file (the index names the commit, so it follows it), and commit the index:
 
@@ -83,7 +83,7 @@ def render():
         "",
         "Every file was measured on the H200 (`-h200`). This index is written by",
         "`scripts/results-index.py`: the commit that last wrote each file, and the sections of",
-        "PERF_NOTES.md and BENCHMARKS.md that name it last (their prediction, setup and reading).",
+        "PERF_NOTES.md and BENCHMARKS.md that name it newest (their prediction, setup and reading).",
         "A file's older versions are in git history (`git log -- bench/results/FILE`).",
         "Where a file was written more than once, earlier sections name its earlier runs.",
         "",
@@ -94,15 +94,14 @@ def render():
         lines.append(
             f"| {f} | {kind(f)} | {cell(last_commit(f))} | {cell(notes.get(f, ''))} | {cell(bench.get(f, ''))} |"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n", len(files)
 
 
 def main():
-    text = render()
+    text, n = render()
     with open(INDEX, "w") as f:
         f.write(text)
-    rows = sum(1 for line in text.splitlines() if line.startswith("| ") and not line.startswith("| file "))
-    print(f"wrote {os.path.relpath(INDEX, ROOT)}: {rows} files")
+    print(f"wrote {os.path.relpath(INDEX, ROOT)}: {n} files")
 
 
 if __name__ == "__main__":
