@@ -258,6 +258,8 @@ struct FusedParams {
     timeline: u64,
     /// The split tails (`tails_kernel`): blocks per tile.
     parts: i32,
+    /// The cluster kernels' PS variants: chunk warps a block with fn presplit.
+    presplit: i32,
 }
 
 /// Scratch the kernels reduce through. Grows on demand outside captures; never shrinks.
@@ -292,6 +294,7 @@ pub struct CudaEngine {
     cluster_mtiles: std::cell::Cell<Option<u32>>,
     channels: std::cell::Cell<bool>,
     use_prepared: std::cell::Cell<bool>,
+    presplit: std::cell::Cell<bool>,
     proj_plan_override: std::cell::Cell<Option<plan::ProjOverride>>,
     /// `MHC_PLAN`, `MHC_CLUSTER`, `MHC_CLUSTER_MTILES` and `MHC_PROJ_PLAN`, read once here
     /// rather than in every call.
@@ -405,6 +408,19 @@ fn channel_variant(kname: &str, tt: u32) -> Option<&'static str> {
     })
 }
 
+/// The cluster kernels with the presplit path (kernels/seam.cu, PS: prepared fn, tiles of 16,
+/// the projection swapped or not at compile time).
+fn presplit_kernel(kname: &str) -> bool {
+    matches!(
+        kname,
+        "mhc_seam_clp"
+            | "mhc_pre_delayed_clp"
+            | "mhc_seam_clp_ch1"
+            | "mhc_seam_clp_ch2"
+            | "mhc_seam_clp_ch4"
+    )
+}
+
 fn aligned(p: CUdeviceptr, a: u64) -> bool {
     p.is_multiple_of(a)
 }
@@ -427,6 +443,7 @@ impl CudaEngine {
             cluster_mtiles: std::cell::Cell::new(None),
             channels: std::cell::Cell::new(plan::cluster_channels_setting()?),
             use_prepared: std::cell::Cell::new(plan::prepared_fn_setting()?),
+            presplit: std::cell::Cell::new(plan::presplit_setting()?),
             proj_plan_override: std::cell::Cell::new(None),
             env_plan: plan::seam_override()?,
             env_cluster: plan::cluster_override()?,
@@ -533,6 +550,14 @@ impl CudaEngine {
     /// own layout: the same bits, for A/B timings and for the tests that check exactly that.
     pub fn set_use_prepared_fn(&self, on: bool) {
         self.use_prepared.set(on);
+    }
+
+    /// Whether the cluster kernels that read prepared fn split it into the MMA's TF32 pieces in
+    /// shared memory before the PDL wait, for as many chunks as fit (`plan::with_presplit`; only
+    /// with PDL, where that work overlaps the previous kernel). Default on; `MHC_PRESPLIT=0` at
+    /// start turns it off. The same bits either way.
+    pub fn set_presplit(&self, on: bool) {
+        self.presplit.set(on);
     }
 
     /// Forces the projection's plan (`kpw` k-blocks per warp per stage, `nst` ring slots, `tpb`
@@ -904,6 +929,17 @@ impl CudaEngine {
                                     let kname = channel_variant(kname, p.tt)
                                         .filter(|_| channels)
                                         .unwrap_or(kname);
+                                    // With PDL, fn presplit where it fits (attempt 158).
+                                    let p = if pdl && self.presplit.get() && presplit_kernel(kname)
+                                    {
+                                        plan::with_presplit(
+                                            shape,
+                                            p,
+                                            self.dev.max_dynamic_smem(kname)?,
+                                        )
+                                    } else {
+                                        p
+                                    };
                                     return Ok(Some((kname, shape, p)));
                                 }
                             }
@@ -1442,6 +1478,7 @@ impl CudaEngine {
             post_mult: cfg.post_mult,
             timeline: 0,
             parts: 1,
+            presplit: plan.presplit as i32,
         };
         if self.instrumented {
             params.timeline =
