@@ -1024,6 +1024,7 @@ fn presplit_fn_gives_the_same_bits() {
                 let (got, r1) = e.execute(&args).unwrap();
                 let what = format!("{op} H={h} T={t} norm={norm} {:?}", r1.kernels);
                 assert_eq!(r0.kernels, r1.kernels, "{what}");
+                assert!(r1.kernels.iter().any(|k| k.contains("_clp")), "{what}");
                 assert!(
                     p.cluster > 0 && p.prepared && p.mtiles == 1,
                     "{what}: {p:?}"
