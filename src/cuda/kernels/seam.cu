@@ -494,7 +494,7 @@ __device__ __forceinline__ void ewc_compute(const FusedParams& p, const float* s
 
 // The activations of step (j, u, st) as the MMA's k8 fragment (rows g and g + 8, channels
 // 8q + 4u + 2st and + 1, widened to f32: exact in TF32), and (SS) the gate sums of squares
-// continued with them. Shared by project_step and project_step_presplit.
+// continued with them. Shared by project_step and project_chunk_presplit.
 template <int NIN, bool SS>
 __device__ __forceinline__ void step_acts(const uint4 (&av)[2][NIN], int j, int u, int st, u32 (&a)[4],
                                           float (&ss)[2]) {
@@ -544,7 +544,6 @@ __device__ __forceinline__ void tf32_split(float v, u32& hi, u32& lo) {
 // the canonical part's order), so that quad_sums need not widen the activations again.
 // (SS = false: not here; the cluster kernels that would spill with it leave the parts to
 // quad_sums.)
-
 template <int NT, int NIN, bool TR, bool SS, typename Pairs>
 __device__ __forceinline__ void project_step(Pairs pairs, const uint4 (&av)[2][NIN], int j, int u,
                                              float (&d)[NT][4], float (&e)[NT][4], float (&ss)[2]) {
