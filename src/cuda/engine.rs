@@ -2071,3 +2071,112 @@ impl CudaEngine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::FusedParams;
+    use std::mem::{offset_of, size_of};
+
+    /// The offsets and size of `struct FusedParams` in kernels/seam.cu, computed from its
+    /// declaration by the C rules (a pointer, u64 or double 8 bytes, int, u32 or float 4, each
+    /// aligned to its size, the struct to its widest member).
+    fn cuda_layout() -> (Vec<(String, usize)>, usize) {
+        let src = crate::cuda::kernels::SEAM.source;
+        let body = src
+            .split_once("struct FusedParams {")
+            .and_then(|(_, rest)| rest.split_once("};"))
+            .expect("struct FusedParams in seam.cu")
+            .0;
+        let (mut fields, mut off, mut align) = (Vec::new(), 0usize, 1usize);
+        for line in body.lines() {
+            let decl = line
+                .split("//")
+                .next()
+                .unwrap()
+                .trim()
+                .trim_end_matches(';');
+            if decl.is_empty() {
+                continue;
+            }
+            // "type name, name, ...": the type is the first part's words but its last.
+            let decl = decl.trim_start_matches("const ");
+            let (first, rest) = decl.split_once(',').unwrap_or((decl, ""));
+            let (ty, first) = first.trim().rsplit_once(' ').expect("a type and a name");
+            let names =
+                std::iter::once(first).chain(rest.split(',').filter(|n| !n.trim().is_empty()));
+            for name in names {
+                let name = name.trim();
+                let pointer = ty.ends_with('*') || name.starts_with('*');
+                let size = match ty.trim() {
+                    _ if pointer => 8,
+                    "int" | "float" | "u32" => 4,
+                    "u64" | "double" | "unsigned long long" => 8,
+                    other => panic!("FusedParams: unknown type `{other}`"),
+                };
+                off = off.next_multiple_of(size);
+                fields.push((name.trim_start_matches('*').to_string(), off));
+                off += size;
+                align = align.max(size);
+            }
+        }
+        (fields, off.next_multiple_of(align))
+    }
+
+    /// `FusedParams` mirrors the kernels' struct field for field: the same offsets in the same
+    /// order and the same size, so a field added on one side only fails here, before a GPU reads
+    /// the parameters shifted.
+    #[test]
+    fn fused_params_match_the_kernels_struct() {
+        let (cuda, cuda_size) = cuda_layout();
+        let rust = [
+            offset_of!(FusedParams, x),
+            offset_of!(FusedParams, residual),
+            offset_of!(FusedParams, post),
+            offset_of!(FusedParams, comb),
+            offset_of!(FusedParams, pre_in),
+            offset_of!(FusedParams, fn_),
+            offset_of!(FusedParams, fn_split),
+            offset_of!(FusedParams, scale),
+            offset_of!(FusedParams, base),
+            offset_of!(FusedParams, norm_w),
+            offset_of!(FusedParams, residual_out),
+            offset_of!(FusedParams, layer_input),
+            offset_of!(FusedParams, post_out),
+            offset_of!(FusedParams, comb_out),
+            offset_of!(FusedParams, pre_out),
+            offset_of!(FusedParams, fp8_q),
+            offset_of!(FusedParams, fp8_s),
+            offset_of!(FusedParams, rec_m),
+            offset_of!(FusedParams, rec_ss),
+            offset_of!(FusedParams, counters),
+            offset_of!(FusedParams, t),
+            offset_of!(FusedParams, h),
+            offset_of!(FusedParams, tt),
+            offset_of!(FusedParams, tiles),
+            offset_of!(FusedParams, w),
+            offset_of!(FusedParams, nrec),
+            offset_of!(FusedParams, rpad),
+            offset_of!(FusedParams, rows_batch),
+            offset_of!(FusedParams, iters),
+            offset_of!(FusedParams, mode),
+            offset_of!(FusedParams, hc_eps),
+            offset_of!(FusedParams, rms_eps),
+            offset_of!(FusedParams, norm_eps),
+            offset_of!(FusedParams, post_mult),
+            offset_of!(FusedParams, timeline),
+            offset_of!(FusedParams, parts),
+        ];
+        let names: Vec<&str> = cuda.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(cuda.len(), rust.len(), "fields: {names:?}");
+        for ((name, off), r) in cuda.iter().zip(rust) {
+            assert_eq!(
+                *off, r,
+                "FusedParams.{name}: offset {off} in CUDA, {r} in Rust"
+            );
+        }
+        assert_eq!(cuda_size, size_of::<FusedParams>());
+        // The first fields as the kernels name them (a parse that went wrong would not).
+        assert_eq!(names[..3], ["x", "residual", "post"]);
+        assert_eq!(names[names.len() - 1], "parts");
+    }
+}
