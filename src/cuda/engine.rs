@@ -2165,6 +2165,7 @@ mod tests {
             offset_of!(FusedParams, post_mult),
             offset_of!(FusedParams, timeline),
             offset_of!(FusedParams, parts),
+            offset_of!(FusedParams, presplit),
         ];
         let names: Vec<&str> = cuda.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(cuda.len(), rust.len(), "fields: {names:?}");
@@ -2177,6 +2178,6 @@ mod tests {
         assert_eq!(cuda_size, size_of::<FusedParams>());
         // The first fields as the kernels name them (a parse that went wrong would not).
         assert_eq!(names[..3], ["x", "residual", "post"]);
-        assert_eq!(names[names.len() - 1], "parts");
+        assert_eq!(names[names.len() - 1], "presplit");
     }
 }
