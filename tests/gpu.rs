@@ -986,7 +986,8 @@ fn lanes_by_channels_give_the_same_bits() {
 /// `plan::with_presplit`; PERF_NOTES.md attempt 158) gives the tile kernel's bits: the seam with
 /// lanes by channels (T <= 12, the swapped projection) and in tiles of up to 16 tokens (T = 16-64,
 /// the unswapped one), pre_delayed in tiles of 16, with and without the norm, at H = 4096 (every
-/// chunk warp presplit on the H200), 5120 (six of ten) and 7168 (two of fourteen). Positive
+/// chunk warp presplit on the H200), 5120 (six of ten) and 7168 (two of fourteen), and with at
+/// most three presplit (the others' fn on the block's shared mbarrier). Positive
 /// controls: the plan presplits at H = 4096 and 5120 (where any sm_90 has the room), the kernels
 /// are those of the run without it, and nothing is presplit without PDL.
 #[test]
@@ -1016,10 +1017,13 @@ fn presplit_fn_gives_the_same_bits() {
                 let m = synth::inputs(&c, &spec, (h * 11 + t * 5) as u64 + norm as u64);
                 let args = OpArgs::from_map(op, &c, &m, false).unwrap();
                 let want = tile_kernel_outputs(&e, &args);
-                e.set_presplit(false);
+                e.set_presplit(0);
                 assert_eq!(e.plan_for(op, t, h, true).unwrap().unwrap().presplit, 0);
                 let (plain, r0) = e.execute(&args).unwrap();
-                e.set_presplit(true);
+                e.set_presplit(3);
+                let p3 = e.plan_for(op, t, h, true).unwrap().unwrap();
+                let (got3, _) = e.execute(&args).unwrap();
+                e.set_presplit(u32::MAX);
                 let p = e.plan_for(op, t, h, true).unwrap().unwrap();
                 let (got, r1) = e.execute(&args).unwrap();
                 let what = format!("{op} H={h} T={t} norm={norm} {:?}", r1.kernels);
@@ -1030,8 +1034,9 @@ fn presplit_fn_gives_the_same_bits() {
                     "{what}: {p:?}"
                 );
                 assert!(p.presplit <= p.w, "{what}: {p:?}");
+                assert_eq!(p3.presplit, p.presplit.min(3), "{what}");
                 if h <= 5120 {
-                    assert!(p.presplit > 0, "{what}: nothing presplit");
+                    assert!(p.presplit > 3, "{what}: {} presplit", p.presplit);
                 }
                 assert!(
                     plain == want,
@@ -1041,6 +1046,10 @@ fn presplit_fn_gives_the_same_bits() {
                     got == want,
                     "{what}: differs from the tile kernel with {} presplit",
                     p.presplit
+                );
+                assert!(
+                    got3 == want,
+                    "{what}: differs from the tile kernel with 3 presplit"
                 );
             }
         }

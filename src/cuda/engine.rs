@@ -294,7 +294,7 @@ pub struct CudaEngine {
     cluster_mtiles: std::cell::Cell<Option<u32>>,
     channels: std::cell::Cell<bool>,
     use_prepared: std::cell::Cell<bool>,
-    presplit: std::cell::Cell<bool>,
+    presplit: std::cell::Cell<u32>,
     proj_plan_override: std::cell::Cell<Option<plan::ProjOverride>>,
     /// `MHC_PLAN`, `MHC_CLUSTER`, `MHC_CLUSTER_MTILES` and `MHC_PROJ_PLAN`, read once here
     /// rather than in every call.
@@ -552,12 +552,13 @@ impl CudaEngine {
         self.use_prepared.set(on);
     }
 
-    /// Whether the cluster kernels that read prepared fn split it into the MMA's TF32 pieces in
-    /// shared memory before the PDL wait, for as many chunks as fit (`plan::with_presplit`; only
-    /// with PDL, where that work overlaps the previous kernel). Default on; `MHC_PRESPLIT=0` at
-    /// start turns it off. The same bits either way.
-    pub fn set_presplit(&self, on: bool) {
-        self.presplit.set(on);
+    /// How many chunk warps a block of the cluster kernels that read prepared fn split their fn
+    /// into the MMA's TF32 pieces in shared memory before the PDL wait, at most: as many as fit
+    /// below `max` (`plan::with_presplit`; only with PDL, where that work overlaps the previous
+    /// kernel). 0: none. Default `u32::MAX` (as many as fit); `MHC_PRESPLIT=n` at start sets it.
+    /// The same bits for every count.
+    pub fn set_presplit(&self, max: u32) {
+        self.presplit.set(max);
     }
 
     /// Forces the projection's plan (`kpw` k-blocks per warp per stage, `nst` ring slots, `tpb`
@@ -930,12 +931,12 @@ impl CudaEngine {
                                         .filter(|_| channels)
                                         .unwrap_or(kname);
                                     // With PDL, fn presplit where it fits (attempt 158).
-                                    let p = if pdl && self.presplit.get() && presplit_kernel(kname)
-                                    {
+                                    let p = if pdl && presplit_kernel(kname) {
                                         plan::with_presplit(
                                             shape,
                                             p,
                                             self.dev.max_dynamic_smem(kname)?,
+                                            self.presplit.get(),
                                         )
                                     } else {
                                         p

@@ -563,9 +563,10 @@ pub fn prepared_fn_setting() -> Result<bool> {
     Ok(env_numbers("MHC_PREPARED_FN", "0 or 1", &[1])?.is_none_or(|v| v[0] != 0))
 }
 
-/// `MHC_PRESPLIT`: 0 makes the engine presplit no chunk of prepared fn (`with_presplit`; default 1).
-pub fn presplit_setting() -> Result<bool> {
-    Ok(env_numbers("MHC_PRESPLIT", "0 or 1", &[1])?.is_none_or(|v| v[0] != 0))
+/// `MHC_PRESPLIT=n`: the engine presplits at most n chunk warps of prepared fn a block
+/// (`with_presplit`; 0: none; default: as many as fit).
+pub fn presplit_setting() -> Result<u32> {
+    Ok(env_numbers("MHC_PRESPLIT", "a count of chunk warps", &[1])?.map_or(u32::MAX, |v| v[0]))
 }
 
 /// The cluster kernel's plan (kernels/seam.cu): clusters of `cl` blocks, one per tile of up to
@@ -657,13 +658,13 @@ pub fn cluster_plan(
 /// warps take them: warp i runs on sub-partition i mod 4, so where W is not a multiple of 4 the
 /// sub-partitions with the most chunk warps get the most presplit ones. Any count gives the same
 /// bits.
-pub fn with_presplit(shape: KernelShape, p: SeamPlan, budget: u32) -> SeamPlan {
-    if !p.prepared || p.mtiles != 1 || p.cluster == 0 {
+pub fn with_presplit(shape: KernelShape, p: SeamPlan, budget: u32, max: u32) -> SeamPlan {
+    if !p.prepared || p.mtiles != 1 || p.cluster == 0 || max == 0 {
         return p;
     }
     let chunk = (shape.nin * FN_SPLIT_STREAM_BYTES) as u32;
     let room = budget.saturating_sub(p.smem) / chunk;
-    let n = room.min(p.w);
+    let n = room.min(p.w).min(max);
     SeamPlan {
         presplit: n,
         smem: p.smem + n * chunk,
@@ -1495,7 +1496,7 @@ mod tests {
         for t in [1, 6, 16] {
             for (h, n) in [(4096, 8), (5120, 6), (7168, 2)] {
                 let p = cluster_plan(gates, t, h, 16, budget, true, 1, 0).unwrap();
-                let q = with_presplit(gates, p, budget);
+                let q = with_presplit(gates, p, budget, u32::MAX);
                 assert_eq!(q.presplit, n, "H={h} T={t}");
                 assert_eq!(q.smem, p.smem + n * chunk);
                 assert!(q.smem <= budget && q.presplit <= q.w);
@@ -1515,13 +1516,16 @@ mod tests {
         }
         // Not without prepared fn, nor in tiles of 32, nor in the tile kernel.
         let p = cluster_plan(gates, 1, 5120, 16, budget, false, 1, 0).unwrap();
-        assert_eq!(with_presplit(gates, p, budget), p);
+        assert_eq!(with_presplit(gates, p, budget, u32::MAX), p);
         let p = cluster_plan(gates, 100, 4096, 16, budget, true, 2, 0).unwrap();
-        assert_eq!(with_presplit(gates, p, budget), p);
+        assert_eq!(with_presplit(gates, p, budget, u32::MAX), p);
         // No room: none.
         let p = cluster_plan(gates, 1, 5120, 16, budget, true, 1, 0).unwrap();
-        assert_eq!(with_presplit(gates, p, p.smem + chunk - 1).presplit, 0);
-        assert_eq!(with_presplit(gates, p, p.smem - 1).presplit, 0);
+        assert_eq!(
+            with_presplit(gates, p, p.smem + chunk - 1, u32::MAX).presplit,
+            0
+        );
+        assert_eq!(with_presplit(gates, p, p.smem - 1, u32::MAX).presplit, 0);
     }
 
     #[test]

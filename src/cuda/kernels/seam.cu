@@ -727,42 +727,54 @@ __device__ __forceinline__ void project_chunk_prepared(const unsigned char* sfp,
 // the same MMAs in the same order, so the same bits.
 //
 // In place: raw step s (FNP_STEP_BYTES) lies at (2 NIN + s) x FNP_STEP_BYTES of the slot and is
-// rewritten into [2 s, 2 s + 2) x FNP_STEP_BYTES. Steps go in order, each read whole into
-// registers before a __syncwarp and its stores, so the stores of step s only reach raw steps
-// already read (2 s + 2 <= 2 NIN + s + 1 for every s < 2 NIN).
+// rewritten into [2 s, 2 s + 2) x FNP_STEP_BYTES. Steps go in order, in batches read whole into
+// registers before a __syncwarp and their stores, so the stores only reach raw steps already
+// read (below).
 template <int NIN, bool TR>
 __device__ __forceinline__ void presplit_expand(unsigned char* slot, int lane) {
   const unsigned char* raw = slot + NIN * FNP_STREAM_BYTES;
+  // PSB steps at a time, all read before any is written: the stores of steps s .. s + PSB - 1
+  // reach [2 s, 2 (s + PSB)), which stays below the next unread raw step, 2 NIN + s + PSB, since
+  // s + PSB <= 2 NIN. The loads of a batch then overlap each other's latency.
+  constexpr int PSB = 2;
+  static_assert((2 * NIN) % PSB == 0, "presplit batches");
 #pragma unroll 1
-  for (int s = 0; s < 2 * NIN; ++s) {
-    float2 f[2][3];
+  for (int s0 = 0; s0 < 2 * NIN; s0 += PSB) {
+    float2 f[PSB][2][3];
 #pragma unroll
-    for (int st = 0; st < 2; ++st) {
+    for (int b = 0; b < PSB; ++b) {
 #pragma unroll
-      for (int nt = 0; nt < 3; ++nt)
-        f[st][nt] = *(const float2*)(raw + s * FNP_STEP_BYTES + ((st * 3 + nt) * WARP + lane) * 8);
+      for (int st = 0; st < 2; ++st) {
+#pragma unroll
+        for (int nt = 0; nt < 3; ++nt)
+          f[b][st][nt] = *(const float2*)(raw + (s0 + b) * FNP_STEP_BYTES + ((st * 3 + nt) * WARP + lane) * 8);
+      }
     }
     __syncwarp();
 #pragma unroll
-    for (int st = 0; st < 2; ++st) {
-      u32 bh[3][2], bl[3][2];
+    for (int b = 0; b < PSB; ++b) {
+      const int s = s0 + b;
 #pragma unroll
-      for (int nt = 0; nt < 3; ++nt) {
-        tf32_split(f[st][nt].x, bh[nt][0], bl[nt][0]);
-        tf32_split(f[st][nt].y, bh[nt][1], bl[nt][1]);
-      }
-      uint4 w[3];
-      if constexpr (TR) {
-        w[0] = make_uint4(bh[0][0], bh[1][0], bh[0][1], bh[1][1]);
-        w[1] = make_uint4(bh[2][0], bl[0][0], bh[2][1], bl[0][1]);
-        w[2] = make_uint4(bl[1][0], bl[2][0], bl[1][1], bl[2][1]);
-      } else {
-        w[0] = make_uint4(bh[0][0], bh[0][1], bh[1][0], bh[1][1]);
-        w[1] = make_uint4(bh[2][0], bh[2][1], bl[0][0], bl[0][1]);
-        w[2] = make_uint4(bl[1][0], bl[1][1], bl[2][0], bl[2][1]);
-      }
+      for (int st = 0; st < 2; ++st) {
+        u32 bh[3][2], bl[3][2];
 #pragma unroll
-      for (int k = 0; k < 3; ++k) *(uint4*)(slot + ((s * 2 + st) * 3 + k) * (WARP * 16) + lane * 16) = w[k];
+        for (int nt = 0; nt < 3; ++nt) {
+          tf32_split(f[b][st][nt].x, bh[nt][0], bl[nt][0]);
+          tf32_split(f[b][st][nt].y, bh[nt][1], bl[nt][1]);
+        }
+        uint4 w[3];
+        if constexpr (TR) {
+          w[0] = make_uint4(bh[0][0], bh[1][0], bh[0][1], bh[1][1]);
+          w[1] = make_uint4(bh[2][0], bl[0][0], bh[2][1], bl[0][1]);
+          w[2] = make_uint4(bl[1][0], bl[2][0], bl[1][1], bl[2][1]);
+        } else {
+          w[0] = make_uint4(bh[0][0], bh[0][1], bh[1][0], bh[1][1]);
+          w[1] = make_uint4(bh[2][0], bh[2][1], bl[0][0], bl[0][1]);
+          w[2] = make_uint4(bl[1][0], bl[1][1], bl[2][0], bl[2][1]);
+        }
+#pragma unroll
+        for (int k = 0; k < 3; ++k) *(uint4*)(slot + ((s * 2 + st) * 3 + k) * (WARP * 16) + lane * 16) = w[k];
+      }
     }
     __syncwarp();
   }
@@ -1751,7 +1763,8 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   __shared__ float4 s_nw[CL_WARPS * CHUNK / 4];  // the norm weight of the block's chunks
   __shared__ float s_grinv[MAXOWN];     // the gates' RMS factor per row finished here (MT = 1)
   __shared__ double s_ssg[MAXOWN];      // the gates' sum of squares per row finished here (MT = 2)
-  __shared__ unsigned long long s_fnbar;   // fn's bulk copies
+  __shared__ unsigned long long s_fnbar;   // fn's bulk copies (PS: but the presplit chunks')
+  __shared__ unsigned long long s_psbar[PS ? CL_WARPS : 1];  // PS: presplit chunk c's bulk copy
   __shared__ unsigned long long s_redbar;  // the other blocks' stores of leaves and sums
   __shared__ unsigned long long s_nbar;    // the norm's factors from the rows' blocks
   __shared__ float s_pre[CARRIED ? 1 : MAXTT][4];  // V4: this seam's pre of the tile's rows
@@ -1767,10 +1780,14 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   {
     const int h0 = rank * W * CHUNK;
     const int cols = max(0, min(W * CHUNK, p.H - h0));  // a multiple of CHUNK
-    const u32 fn_tx = PREP ? (u32)(cols / CHUNK * NIN * FNP_STREAM_BYTES) : (u32)(NIN * NMIX * cols * 4);
+    // PS: the presplit chunks that exist here, each on its own mbarrier, so that its warp's
+    // rewrite starts when its own chunk has landed rather than the block's whole fn.
+    const int nps = PS ? min(NPS, cols / CHUNK) : 0;
+    const u32 fn_tx = PREP ? (u32)((cols / CHUNK - nps) * NIN * FNP_STREAM_BYTES) : (u32)(NIN * NMIX * cols * 4);
     if (warp == 0) {
       if (lane == 0) {
         mbar_init(&s_fnbar, 1);
+        for (int c = 0; c < nps; ++c) mbar_init(&s_psbar[c], 1);
         mbar_init(&s_redbar, 1);
         mbar_init(&s_nbar, 1);
         if (!CARRIED) {
@@ -1779,6 +1796,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         mbar_expect_tx(&s_fnbar, fn_tx);
+        for (int c = 0; c < nps; ++c) mbar_expect_tx(&s_psbar[c], (u32)(NIN * FNP_STREAM_BYTES));
         // What the other blocks will store here: every chunk's leaf (NM f32), gate sum of squares
         // (f64) and norm sum of squares (f64) of each row finished here; and every row's norm
         // factor (f32) from the row's block. V4: the norm's leaves on their own mbarrier, and
@@ -1796,7 +1814,8 @@ __device__ void seam_cluster_body(const FusedParams& p) {
         // (PS: the first NPS chunks into the upper half of their doubled slots.)
         if (lane < cols / CHUNK)
           bulk_copy(smem + (size_t)(lane + (PS ? min(lane + 1, NPS) : 0)) * cb,
-                    (const unsigned char*)p.fn_split + (size_t)(rank * W + lane) * cb, cb, &s_fnbar);
+                    (const unsigned char*)p.fn_split + (size_t)(rank * W + lane) * cb, cb,
+                    lane < nps ? &s_psbar[lane] : &s_fnbar);
       } else if (cols > 0) {
         for (int r = lane; r < NIN * NMIX; r += WARP)
           bulk_copy((float4*)sfn + (size_t)r * rstride, p.fn + (size_t)r * p.H + h0, (u32)cols * 4, &s_fnbar);
@@ -1834,8 +1853,8 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   // initialization of s_fnbar visible to the others first.
   if (PS && NPS > 0) {
     __syncthreads();
-    if (warp < NPS) {
-      mbar_wait(&s_fnbar, 0);
+    if (warp < NPS && chunk_ok) {
+      mbar_wait(&s_psbar[warp], 0);
       presplit_expand<NIN, (CPL > 0)>(smem + (size_t)2 * warp * NIN * FNP_STREAM_BYTES, lane);
     }
   }
