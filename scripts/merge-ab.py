@@ -12,7 +12,7 @@ import os
 import re
 import sys
 
-NAME = re.compile(r"seamab-(op_[a-z0-9-]+?-)?(mhc(?:-[a-z0-9]+)?)-h(\d+)-r(\d+)\.json")
+NAME = re.compile(r"seamab-(op_[a-z0-9-]+?-)?(mhc(?:-[a-z0-9]+)*?)-h(\d+)-r(\d+)\.json")
 
 
 def main():

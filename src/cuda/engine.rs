@@ -1797,6 +1797,14 @@ impl CudaEngine {
         let ws = [ws[0], ws[1], ws[2], vals];
         let k = cfg.k();
         unsafe {
+            // gates of src [T, k] against fn_, then the layer input from src and pre p (the
+            // arguments every op shares bound once).
+            let gates = |src, k, fn_, head, kernels: &mut Vec<String>| {
+                self.uf_gates(cfg, t, src, k, fn_, w, io, head, ws, stream, kernels)
+            };
+            let layer_input = |src, p, kernels: &mut Vec<String>| {
+                self.uf_layer_input(cfg, t, src, p, w, io, ws, stream, kernels)
+            };
             let post_map = |kernels: &mut Vec<String>| {
                 self.run1d(
                     "uf_post_map",
@@ -1824,91 +1832,31 @@ impl CudaEngine {
                     &[P(io.x), P(io.residual_out), I(ti), I(ni), I(hi)],
                     kernels,
                 )?,
-                Op::Gates => self.uf_gates(
-                    cfg,
-                    t,
-                    io.residual,
-                    k,
-                    w.fn_,
-                    w,
-                    io,
-                    false,
-                    ws,
-                    stream,
-                    kernels,
-                )?,
+                Op::Gates => gates(io.residual, k, w.fn_, false, kernels)?,
                 Op::Seam | Op::SeamV4 => {
                     post_map(kernels)?;
-                    self.uf_gates(
-                        cfg,
-                        t,
-                        io.residual_out,
-                        k,
-                        w.fn_,
-                        w,
-                        io,
-                        false,
-                        ws,
-                        stream,
-                        kernels,
-                    )?;
+                    gates(io.residual_out, k, w.fn_, false, kernels)?;
                     let p = if call.op == Op::Seam {
                         io.pre
                     } else {
                         io.pre_out
                     };
-                    self.uf_layer_input(cfg, t, io.residual_out, p, w, io, ws, stream, kernels)?;
+                    layer_input(io.residual_out, p, kernels)?;
                 }
                 Op::Pre | Op::PreDelayed => {
-                    self.uf_gates(
-                        cfg,
-                        t,
-                        io.residual,
-                        k,
-                        w.fn_,
-                        w,
-                        io,
-                        false,
-                        ws,
-                        stream,
-                        kernels,
-                    )?;
+                    gates(io.residual, k, w.fn_, false, kernels)?;
                     let p = if call.op == Op::PreDelayed {
                         io.pre
                     } else {
                         io.pre_out
                     };
-                    self.uf_layer_input(cfg, t, io.residual, p, w, io, ws, stream, kernels)?;
+                    layer_input(io.residual, p, kernels)?;
                 }
                 Op::Head => {
-                    self.uf_gates(
-                        cfg,
-                        t,
-                        io.residual,
-                        k,
-                        w.fn_,
-                        w,
-                        io,
-                        true,
-                        ws,
-                        stream,
-                        kernels,
-                    )?;
-                    self.uf_layer_input(
-                        cfg,
-                        t,
-                        io.residual,
-                        io.pre_out,
-                        w,
-                        io,
-                        ws,
-                        stream,
-                        kernels,
-                    )?;
+                    gates(io.residual, k, w.fn_, true, kernels)?;
+                    layer_input(io.residual, io.pre_out, kernels)?;
                 }
-                Op::Final | Op::Collapse => {
-                    self.uf_layer_input(cfg, t, io.residual, io.pre, w, io, ws, stream, kernels)?;
-                }
+                Op::Final | Op::Collapse => layer_input(io.residual, io.pre, kernels)?,
                 Op::Rmsnorm => {
                     self.uf_rmsnorm(
                         cfg,
@@ -1933,7 +1881,7 @@ impl CudaEngine {
                         &[P(io.x), P(io.residual_out), I(ti), I(ni), I(hi)],
                         kernels,
                     )?;
-                    self.uf_gates(cfg, t, io.x, h, w.fnb, w, io, false, ws, stream, kernels)?;
+                    gates(io.x, h, w.fnb, false, kernels)?;
                     if w.norm_weight != 0 {
                         self.uf_rmsnorm(
                             cfg,
