@@ -983,29 +983,31 @@ fn lanes_by_channels_give_the_same_bits() {
 }
 
 /// fn's TF32 split done in shared memory before the PDL wait (`set_presplit`,
-/// `plan::with_presplit`; PERF_NOTES.md attempt 158) gives the tile kernel's bits: the seam with
-/// lanes by channels (T <= 12, the swapped projection) and in tiles of up to 16 tokens (T = 16-64,
-/// the unswapped one), pre_delayed in tiles of 16, with and without the norm, at H = 4096 (every
-/// chunk warp presplit on the H200), 5120 (six of ten) and 7168 (two of fourteen), and with at
-/// most three presplit (the others' fn on the block's shared mbarrier). Positive
-/// controls: the plan presplits at H = 4096 and 5120 (where any sm_90 has the room), the kernels
-/// are those of the run without it, and nothing is presplit without PDL.
+/// `plan::with_presplit`; PERF_NOTES.md attempts 158 and 162) gives the tile kernel's bits: the
+/// seam and pre_delayed in tiles of up to 16 tokens on up to `PRESPLIT_MAX_TILES` clusters, with
+/// and without the norm, at H = 4096 (every chunk warp presplit on the H200), 5120 (six of ten)
+/// and 7168 (two of fourteen), and with at most three presplit (the others' fn on the block's
+/// shared mbarrier). Where the engine does not presplit (lanes by channels, T <= 12; more
+/// clusters, T = 64 and 100) the plan says none. Positive controls: the plan presplits where it
+/// should at H = 4096 and 5120 (where any sm_90 has the room), the kernels are those of the run
+/// without it, and nothing is presplit without PDL.
 #[test]
 fn presplit_fn_gives_the_same_bits() {
     gpu_clusters!(e);
     e.set_pdl(true);
     for h in [4096, 5120, 7168] {
         let c = cfg(4, h);
-        for (op, t) in [
-            (Op::Seam, 1),
-            (Op::Seam, 3),
-            (Op::Seam, 5),
-            (Op::Seam, 12),
-            (Op::Seam, 16),
-            (Op::Seam, 37),
-            (Op::Seam, 64),
-            (Op::PreDelayed, 16),
-            (Op::PreDelayed, 100),
+        for (op, t, presplit) in [
+            (Op::Seam, 1, false),
+            (Op::Seam, 12, false),
+            (Op::Seam, 13, true),
+            (Op::Seam, 16, true),
+            (Op::Seam, 37, true),
+            (Op::Seam, 48, true),
+            (Op::Seam, 64, false),
+            (Op::PreDelayed, 16, true),
+            (Op::PreDelayed, 33, true),
+            (Op::PreDelayed, 100, false),
         ] {
             for norm in [true, false] {
                 let spec = InputSpec {
@@ -1035,7 +1037,9 @@ fn presplit_fn_gives_the_same_bits() {
                 );
                 assert!(p.presplit <= p.w, "{what}: {p:?}");
                 assert_eq!(p3.presplit, p.presplit.min(3), "{what}");
-                if h <= 5120 {
+                if !presplit {
+                    assert_eq!(p.presplit, 0, "{what}");
+                } else if h <= 5120 {
                     assert!(p.presplit > 3, "{what}: {} presplit", p.presplit);
                 }
                 assert!(
@@ -1056,7 +1060,7 @@ fn presplit_fn_gives_the_same_bits() {
     }
     e.set_pdl(false);
     assert_eq!(
-        e.plan_for(Op::Seam, 1, 5120, true)
+        e.plan_for(Op::Seam, 16, 5120, true)
             .unwrap()
             .unwrap()
             .presplit,

@@ -408,17 +408,11 @@ fn channel_variant(kname: &str, tt: u32) -> Option<&'static str> {
     })
 }
 
-/// The cluster kernels with the presplit path (kernels/seam.cu, PS: prepared fn, tiles of 16,
-/// the projection swapped or not at compile time).
+/// The cluster kernels with the presplit path (kernels/seam.cu, PS: prepared fn, tiles of up to
+/// 16 tokens, carried pre, the unswapped projection). Not the lanes-by-channels variants (T <= 12):
+/// there it measured +0.1 to +0.5 us at every H (PERF_NOTES.md attempts 158 and 162).
 fn presplit_kernel(kname: &str) -> bool {
-    matches!(
-        kname,
-        "mhc_seam_clp"
-            | "mhc_pre_delayed_clp"
-            | "mhc_seam_clp_ch1"
-            | "mhc_seam_clp_ch2"
-            | "mhc_seam_clp_ch4"
-    )
+    matches!(kname, "mhc_seam_clp" | "mhc_pre_delayed_clp")
 }
 
 fn aligned(p: CUdeviceptr, a: u64) -> bool {
@@ -930,8 +924,12 @@ impl CudaEngine {
                                     let kname = channel_variant(kname, p.tt)
                                         .filter(|_| channels)
                                         .unwrap_or(kname);
-                                    // With PDL, fn presplit where it fits (attempt 158).
-                                    let p = if pdl && presplit_kernel(kname) {
+                                    // With PDL, fn presplit where it fits, on at most
+                                    // PRESPLIT_MAX_TILES clusters (attempts 158 and 162).
+                                    let p = if pdl
+                                        && presplit_kernel(kname)
+                                        && t.div_ceil(p.tt as usize) <= plan::PRESPLIT_MAX_TILES
+                                    {
                                         plan::with_presplit(
                                             shape,
                                             p,

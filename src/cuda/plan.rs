@@ -651,6 +651,12 @@ pub fn cluster_plan(
     })
 }
 
+/// The most clusters (tiles) a call may have for the engine to presplit fn (`with_presplit`). The
+/// next seam's clusters do their presplit while this one's run, so both seams' clusters must fit
+/// the GPU at once: at T = 64 (4 clusters of 16 blocks) the presplit measured +2 to +6.5 % (H200,
+/// PERF_NOTES.md attempt 162), at T = 16 (3 clusters) -1 to -3.7 %.
+pub const PRESPLIT_MAX_TILES: usize = 3;
+
 /// A prepared cluster plan (`p.prepared`, tiles of 16: the PS kernels of kernels/seam.cu) with as
 /// many of a block's chunk warps presplit as `budget` holds: each such chunk's slot of prepared fn
 /// takes twice the bytes (its TF32 pieces, rewritten in place before the PDL wait, so that the

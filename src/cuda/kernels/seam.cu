@@ -1714,8 +1714,10 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   constexpr int MAXOWN = MT == 1 ? MAXTT : 2;  // rows a block finishes at most (plan.rs)
   // PS: fn's TF32 split done before the PDL wait for the block's first p.presplit chunk warps
   // (presplit_expand; plan.rs sets it where the doubled slots fit). Kernels whose projection is
-  // swapped or not by a runtime branch (the V4 seam's TR_RT) are left out.
-  constexpr bool PS = PREP && MT == 1 && (CPL > 0 || CARRIED);
+  // swapped or not by a runtime branch (the V4 seam's TR_RT) are left out, and so are the
+  // lanes-by-channels variants (CPL > 0): there it measured slower at every H, its code alone
+  // +0.1 us with nothing presplit (PERF_NOTES.md attempt 162).
+  constexpr bool PS = PREP && MT == 1 && CPL == 0 && CARRIED;
   const int NPS = PS ? p.presplit : 0;
   extern __shared__ __align__(16) unsigned char smem[];
   const int tid = threadIdx.x;
