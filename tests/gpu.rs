@@ -982,6 +982,93 @@ fn lanes_by_channels_give_the_same_bits() {
     }
 }
 
+/// fn's TF32 split done in shared memory before the PDL wait (`set_presplit`,
+/// `plan::with_presplit`; PERF_NOTES.md attempts 158 and 162) gives the tile kernel's bits: the
+/// seam and pre_delayed in tiles of up to 16 tokens on up to `PRESPLIT_MAX_TILES` clusters, with
+/// and without the norm, at H = 4096 (every chunk warp presplit on the H200), 5120 (six of ten)
+/// and 7168 (two of fourteen), and with at most three presplit (the others' fn on the block's
+/// shared mbarrier). Where the engine does not presplit (lanes by channels, T <= 12; more
+/// clusters, T = 64 and 100) the plan says none. Positive controls: the plan presplits where it
+/// should at H = 4096 and 5120 (where any sm_90 has the room), the kernels are those of the run
+/// without it, and nothing is presplit without PDL.
+#[test]
+fn presplit_fn_gives_the_same_bits() {
+    gpu_clusters!(e);
+    e.set_pdl(true);
+    for h in [4096, 5120, 7168] {
+        let c = cfg(4, h);
+        for (op, t, presplit) in [
+            (Op::Seam, 1, false),
+            (Op::Seam, 12, false),
+            (Op::Seam, 13, true),
+            (Op::Seam, 16, true),
+            (Op::Seam, 37, true),
+            (Op::Seam, 48, true),
+            (Op::Seam, 64, false),
+            (Op::PreDelayed, 16, true),
+            (Op::PreDelayed, 33, true),
+            (Op::PreDelayed, 100, false),
+        ] {
+            for norm in [true, false] {
+                let spec = InputSpec {
+                    op,
+                    t,
+                    norm,
+                    proj_nk: (0, 0),
+                };
+                let m = synth::inputs(&c, &spec, (h * 11 + t * 5) as u64 + norm as u64);
+                let args = OpArgs::from_map(op, &c, &m, false).unwrap();
+                let want = tile_kernel_outputs(&e, &args);
+                e.set_presplit(0);
+                assert_eq!(e.plan_for(op, t, h, true).unwrap().unwrap().presplit, 0);
+                let (plain, r0) = e.execute(&args).unwrap();
+                e.set_presplit(3);
+                let p3 = e.plan_for(op, t, h, true).unwrap().unwrap();
+                let (got3, _) = e.execute(&args).unwrap();
+                e.set_presplit(u32::MAX);
+                let p = e.plan_for(op, t, h, true).unwrap().unwrap();
+                let (got, r1) = e.execute(&args).unwrap();
+                let what = format!("{op} H={h} T={t} norm={norm} {:?}", r1.kernels);
+                assert_eq!(r0.kernels, r1.kernels, "{what}");
+                assert!(r1.kernels.iter().any(|k| k.contains("_clp")), "{what}");
+                assert!(
+                    p.cluster > 0 && p.prepared && p.mtiles == 1,
+                    "{what}: {p:?}"
+                );
+                assert!(p.presplit <= p.w, "{what}: {p:?}");
+                assert_eq!(p3.presplit, p.presplit.min(3), "{what}");
+                if !presplit {
+                    assert_eq!(p.presplit, 0, "{what}");
+                } else if h <= 5120 {
+                    assert!(p.presplit > 3, "{what}: {} presplit", p.presplit);
+                }
+                assert!(
+                    plain == want,
+                    "{what}: differs from the tile kernel without presplit"
+                );
+                assert!(
+                    got == want,
+                    "{what}: differs from the tile kernel with {} presplit",
+                    p.presplit
+                );
+                assert!(
+                    got3 == want,
+                    "{what}: differs from the tile kernel with 3 presplit"
+                );
+            }
+        }
+    }
+    e.set_pdl(false);
+    assert_eq!(
+        e.plan_for(Op::Seam, 16, 5120, true)
+            .unwrap()
+            .unwrap()
+            .presplit,
+        0
+    );
+    e.set_pdl(true);
+}
+
 /// With PDL a small T spreads over up to three clusters (plan::small_tile_tokens): the seam past
 /// its tiles of 4 tokens on three clusters in three clusters of ceil(T / 3) tokens (attempt 143),
 /// the V4 seam and pre_delayed (no lanes-by-channels variant) past 8 tokens in the fewest clusters

@@ -258,6 +258,8 @@ struct FusedParams {
     timeline: u64,
     /// The split tails (`tails_kernel`): blocks per tile.
     parts: i32,
+    /// The cluster kernels' PS variants: chunk warps a block with fn presplit.
+    presplit: i32,
 }
 
 /// Scratch the kernels reduce through. Grows on demand outside captures; never shrinks.
@@ -292,6 +294,7 @@ pub struct CudaEngine {
     cluster_mtiles: std::cell::Cell<Option<u32>>,
     channels: std::cell::Cell<bool>,
     use_prepared: std::cell::Cell<bool>,
+    presplit: std::cell::Cell<u32>,
     proj_plan_override: std::cell::Cell<Option<plan::ProjOverride>>,
     /// `MHC_PLAN`, `MHC_CLUSTER`, `MHC_CLUSTER_MTILES` and `MHC_PROJ_PLAN`, read once here
     /// rather than in every call.
@@ -405,6 +408,13 @@ fn channel_variant(kname: &str, tt: u32) -> Option<&'static str> {
     })
 }
 
+/// The cluster kernels with the presplit path (kernels/seam.cu, PS: prepared fn, tiles of up to
+/// 16 tokens, carried pre, the unswapped projection). Not the lanes-by-channels variants (T <= 12):
+/// there it measured +0.1 to +0.5 us at every H (PERF_NOTES.md attempts 158 and 162).
+fn presplit_kernel(kname: &str) -> bool {
+    matches!(kname, "mhc_seam_clp" | "mhc_pre_delayed_clp")
+}
+
 fn aligned(p: CUdeviceptr, a: u64) -> bool {
     p.is_multiple_of(a)
 }
@@ -427,6 +437,7 @@ impl CudaEngine {
             cluster_mtiles: std::cell::Cell::new(None),
             channels: std::cell::Cell::new(plan::cluster_channels_setting()?),
             use_prepared: std::cell::Cell::new(plan::prepared_fn_setting()?),
+            presplit: std::cell::Cell::new(plan::presplit_setting()?),
             proj_plan_override: std::cell::Cell::new(None),
             env_plan: plan::seam_override()?,
             env_cluster: plan::cluster_override()?,
@@ -533,6 +544,15 @@ impl CudaEngine {
     /// own layout: the same bits, for A/B timings and for the tests that check exactly that.
     pub fn set_use_prepared_fn(&self, on: bool) {
         self.use_prepared.set(on);
+    }
+
+    /// How many chunk warps a block of the cluster kernels that read prepared fn split their fn
+    /// into the MMA's TF32 pieces in shared memory before the PDL wait, at most: as many as fit
+    /// below `max` (`plan::with_presplit`; only with PDL, where that work overlaps the previous
+    /// kernel). 0: none. Default `u32::MAX` (as many as fit); `MHC_PRESPLIT=n` at start sets it.
+    /// The same bits for every count.
+    pub fn set_presplit(&self, max: u32) {
+        self.presplit.set(max);
     }
 
     /// Forces the projection's plan (`kpw` k-blocks per warp per stage, `nst` ring slots, `tpb`
@@ -904,6 +924,21 @@ impl CudaEngine {
                                     let kname = channel_variant(kname, p.tt)
                                         .filter(|_| channels)
                                         .unwrap_or(kname);
+                                    // With PDL, fn presplit where it fits, on at most
+                                    // PRESPLIT_MAX_TILES clusters (attempts 158 and 162).
+                                    let p = if pdl
+                                        && presplit_kernel(kname)
+                                        && t.div_ceil(p.tt as usize) <= plan::PRESPLIT_MAX_TILES
+                                    {
+                                        plan::with_presplit(
+                                            shape,
+                                            p,
+                                            self.dev.max_dynamic_smem(kname)?,
+                                            self.presplit.get(),
+                                        )
+                                    } else {
+                                        p
+                                    };
                                     return Ok(Some((kname, shape, p)));
                                 }
                             }
@@ -1442,6 +1477,7 @@ impl CudaEngine {
             post_mult: cfg.post_mult,
             timeline: 0,
             parts: 1,
+            presplit: plan.presplit as i32,
         };
         if self.instrumented {
             params.timeline =
@@ -2076,6 +2112,7 @@ mod tests {
             offset_of!(FusedParams, post_mult),
             offset_of!(FusedParams, timeline),
             offset_of!(FusedParams, parts),
+            offset_of!(FusedParams, presplit),
         ];
         let names: Vec<&str> = cuda.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(cuda.len(), rust.len(), "fields: {names:?}");
@@ -2088,6 +2125,6 @@ mod tests {
         assert_eq!(cuda_size, size_of::<FusedParams>());
         // The first fields as the kernels name them (a parse that went wrong would not).
         assert_eq!(names[..3], ["x", "residual", "post"]);
-        assert_eq!(names[names.len() - 1], "parts");
+        assert_eq!(names[names.len() - 1], "presplit");
     }
 }

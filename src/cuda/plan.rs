@@ -54,6 +54,9 @@ pub struct SeamPlan {
     /// block of two halves of `w` warps a multiprocessor, `warps` counting both; the tails launch
     /// keeps `w` warps a block.
     pub stream: bool,
+    /// The cluster kernel's first `presplit` chunk warps a block hold their prepared fn split into
+    /// the MMA's hi and lo fragments, done before the PDL wait (`with_presplit`); 0: none.
+    pub presplit: u32,
 }
 
 /// Shared memory of one half of the stream variant (ST_HALF_BYTES in kernels/seam.cu): the stage
@@ -428,6 +431,7 @@ pub fn plan_split_from(
         prepared: false,
         mtiles: 1,
         stream: false,
+        presplit: 0,
     })
 }
 
@@ -559,6 +563,12 @@ pub fn prepared_fn_setting() -> Result<bool> {
     Ok(env_numbers("MHC_PREPARED_FN", "0 or 1", &[1])?.is_none_or(|v| v[0] != 0))
 }
 
+/// `MHC_PRESPLIT=n`: the engine presplits at most n chunk warps of prepared fn a block
+/// (`with_presplit`; 0: none; default: as many as fit).
+pub fn presplit_setting() -> Result<u32> {
+    Ok(env_numbers("MHC_PRESPLIT", "a count of chunk warps", &[1])?.map_or(u32::MAX, |v| v[0]))
+}
+
 /// The cluster kernel's plan (kernels/seam.cu): clusters of `cl` blocks, one per tile of up to
 /// 16 tokens (`mtiles` = 1) or 32 (`mtiles` = 2, the `_cl2` variants, clusters of 16 only), each
 /// block with ceil(chunks / cl) chunk warps and a gate warp, its slice of fn in shared memory.
@@ -637,7 +647,35 @@ pub fn cluster_plan(
         prepared,
         mtiles,
         stream: false,
+        presplit: 0,
     })
+}
+
+/// The most clusters (tiles) a call may have for the engine to presplit fn (`with_presplit`). The
+/// next seam's clusters do their presplit while this one's run, so both seams' clusters must fit
+/// the GPU at once: at T = 64 (4 clusters of 16 blocks) the presplit measured +2 to +6.5 % (H200,
+/// PERF_NOTES.md attempt 162), at T = 16 (3 clusters) -1 to -3.7 %.
+pub const PRESPLIT_MAX_TILES: usize = 3;
+
+/// A prepared cluster plan (`p.prepared`, tiles of 16: the PS kernels of kernels/seam.cu) with as
+/// many of a block's chunk warps presplit as `budget` holds: each such chunk's slot of prepared fn
+/// takes twice the bytes (its TF32 pieces, rewritten in place before the PDL wait, so that the
+/// projection loads the MMA's operands and splits nothing; PERF_NOTES.md attempt 158). The first
+/// warps take them: warp i runs on sub-partition i mod 4, so where W is not a multiple of 4 the
+/// sub-partitions with the most chunk warps get the most presplit ones. Any count gives the same
+/// bits.
+pub fn with_presplit(shape: KernelShape, p: SeamPlan, budget: u32, max: u32) -> SeamPlan {
+    if !p.prepared || p.mtiles != 1 || p.cluster == 0 || max == 0 {
+        return p;
+    }
+    let chunk = (shape.nin * FN_SPLIT_STREAM_BYTES) as u32;
+    let room = budget.saturating_sub(p.smem) / chunk;
+    let n = room.min(p.w).min(max);
+    SeamPlan {
+        presplit: n,
+        smem: p.smem + n * chunk,
+        ..p
+    }
 }
 
 /// The token counts at which `CudaEngine::reserve` sizes the tile kernel's workspace for calls of
@@ -1450,6 +1488,50 @@ mod tests {
             assert!(cluster_plan(gates, 128, 5120, 12, budget, prepared, 2, 0).is_none());
             assert!(cluster_plan(gates, 128, 5120, 16, budget, prepared, 3, 0).is_none());
         }
+    }
+
+    /// Presplit fn (attempt 158) takes what shared memory is left, never more than the budget nor
+    /// more chunks than the block has, and only in prepared plans of tiles of 16.
+    #[test]
+    fn presplit_chunks_fit_the_budget() {
+        let gates = KernelShape { nin: 4, nmix: 24 };
+        let budget = 227 * 1024 - 5500;
+        let chunk = (4 * FN_SPLIT_STREAM_BYTES) as u32;
+        // The H200 at T = 1, 16 and 64 in clusters of 16: 8 of 8 chunk warps at H = 4096, 6 of 10
+        // at 5120, 2 of 14 at 7168.
+        for t in [1, 6, 16] {
+            for (h, n) in [(4096, 8), (5120, 6), (7168, 2)] {
+                let p = cluster_plan(gates, t, h, 16, budget, true, 1, 0).unwrap();
+                let q = with_presplit(gates, p, budget, u32::MAX);
+                assert_eq!(q.presplit, n, "H={h} T={t}");
+                assert_eq!(q.smem, p.smem + n * chunk);
+                assert!(q.smem <= budget && q.presplit <= q.w);
+                assert!(
+                    n == q.w || q.smem + chunk > budget,
+                    "H={h}: room for one more"
+                );
+                assert_eq!(
+                    SeamPlan {
+                        presplit: 0,
+                        smem: p.smem,
+                        ..q
+                    },
+                    p
+                );
+            }
+        }
+        // Not without prepared fn, nor in tiles of 32, nor in the tile kernel.
+        let p = cluster_plan(gates, 1, 5120, 16, budget, false, 1, 0).unwrap();
+        assert_eq!(with_presplit(gates, p, budget, u32::MAX), p);
+        let p = cluster_plan(gates, 100, 4096, 16, budget, true, 2, 0).unwrap();
+        assert_eq!(with_presplit(gates, p, budget, u32::MAX), p);
+        // No room: none.
+        let p = cluster_plan(gates, 1, 5120, 16, budget, true, 1, 0).unwrap();
+        assert_eq!(
+            with_presplit(gates, p, p.smem + chunk - 1, u32::MAX).presplit,
+            0
+        );
+        assert_eq!(with_presplit(gates, p, p.smem - 1, u32::MAX).presplit, 0);
     }
 
     #[test]

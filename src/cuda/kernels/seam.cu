@@ -74,6 +74,7 @@ struct FusedParams {
   float hc_eps, rms_eps, norm_eps, post_mult;
   u64* timeline;          // [blocks][TL_SLOTS][2] stamps (MHC_TIMELINE builds only; else unused)
   int parts;              // the split tails (seam_tails_body): blocks per tile; else 1
+  int presplit;           // the cluster kernels' PS variants: chunk warps a block with fn presplit
 };
 
 // Dynamic shared memory (sized in plan.rs): [fn slice, when the op has mixes][scratch], where scratch holds
@@ -491,6 +492,34 @@ __device__ __forceinline__ void ewc_compute(const FusedParams& p, const float* s
   }
 }
 
+// The activations of step (j, u, st) as the MMA's k8 fragment (rows g and g + 8, channels
+// 8q + 4u + 2st and + 1, widened to f32: exact in TF32), and (SS) the gate sums of squares
+// continued with them. Shared by project_step and project_chunk_presplit.
+template <int NIN, bool SS>
+__device__ __forceinline__ void step_acts(const uint4 (&av)[2][NIN], int j, int u, int st, u32 (&a)[4],
+                                          float (&ss)[2]) {
+  const u32 w0 = word(av[0][j], 2 * u + st), w1 = word(av[1][j], 2 * u + st);
+  // Byte permutes, not the shifts and masks of bf16_lo / bf16_hi: the compiler would share those
+  // with quad_sums' unpacking after the projection and keep every widened value live until then
+  // (the cluster kernels spilled).
+  a[0] = __byte_perm(w0, 0u, 0x1044);
+  a[1] = __byte_perm(w1, 0u, 0x1044);
+  a[2] = __byte_perm(w0, 0u, 0x3244);
+  a[3] = __byte_perm(w1, 0u, 0x3244);
+#pragma unroll
+  for (int rr = 0; rr < 2 && SS; ++rr) {
+    const float lo = __uint_as_float(a[rr]), hi = __uint_as_float(a[2 + rr]);
+    ss[rr] = __fmaf_rn(hi, hi, __fmaf_rn(lo, lo, ss[rr]));
+  }
+}
+
+// A weight's two TF32 pieces (project_step): hi, its low 13 significand bits cleared, and lo,
+// the exact remainder.
+__device__ __forceinline__ void tf32_split(float v, u32& hi, u32& lo) {
+  hi = __float_as_uint(v) & 0xffffe000u;
+  lo = __float_as_uint(v - __uint_as_float(hi));  // exact
+}
+
 // One projection step of a warp (stream j, half u of each lane's 8 channels), accumulated into
 // d: the weights of fn[mix nt * 8 + g][stream j, channels 8q + 4u + 0..3] (lane g = lane / 4,
 // q = lane % 4), from `pairs`, each weight in two TF32 pieces (hi: its low 13 significand bits
@@ -525,27 +554,13 @@ __device__ __forceinline__ void project_step(Pairs pairs, const uint4 (&av)[2][N
     // time where registers are short: the cluster kernels).
     float2 f[NT];
     pairs(st, f);
-    const u32 w0 = word(av[0][j], 2 * u + st), w1 = word(av[1][j], 2 * u + st);
-    // Byte permutes, not the shifts and masks of bf16_lo / bf16_hi: the compiler would share those
-    // with quad_sums' unpacking after the projection and keep every widened value live until then
-    // (the cluster kernels spilled).
-    const u32 a[4] = {__byte_perm(w0, 0u, 0x1044), __byte_perm(w1, 0u, 0x1044), __byte_perm(w0, 0u, 0x3244),
-                      __byte_perm(w1, 0u, 0x3244)};
-#pragma unroll
-    for (int rr = 0; rr < 2 && SS; ++rr) {
-      const float lo = __uint_as_float(a[rr]), hi = __uint_as_float(a[2 + rr]);
-      ss[rr] = __fmaf_rn(hi, hi, __fmaf_rn(lo, lo, ss[rr]));
-    }
+    u32 a[4];
+    step_acts<NIN, SS>(av, j, u, st, a, ss);
     u32 bh[NT][2], bl[NT][2];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
-      for (int b = 0; b < 2; ++b) {
-        const float v = b ? f[nt].y : f[nt].x;
-        const u32 hi = __float_as_uint(v) & 0xffffe000u;
-        bh[nt][b] = hi;
-        bl[nt][b] = __float_as_uint(v - __uint_as_float(hi));  // exact
-      }
+      for (int b = 0; b < 2; ++b) tf32_split(b ? f[nt].y : f[nt].x, bh[nt][b], bl[nt][b]);
     }
     if constexpr (TR) {
       // m-tile rows g and g + 8: hi of mixes (0, 8), (16, lo 0), (lo 8, lo 16) + g; k as above.
@@ -691,6 +706,121 @@ __device__ __forceinline__ void project_chunk_prepared(const unsigned char* sfp,
             }
           },
           av, j, u, d, e, ss);
+    }
+  }
+  project_finish<3, TR>(d, e);
+}
+
+// fn's TF32 split done once a seam, in shared memory, for the first `presplit` chunk warps of a
+// block (the cluster kernels' PS variants, PERF_NOTES.md attempt 158). Such a warp's slot of the
+// block's prepared fn is twice the size of a chunk's: its bulk copy lands in the upper half, and
+// before the PDL wait (off the path while the previous seam runs) the warp rewrites it into the
+// whole slot as the MMA's fragments of hi and lo pieces (tf32_split), three 16-byte words a lane
+// and a step (j, u, st):
+// - TR (the swapped step, A fragments): {hi0, hi1 | k}, {hi2, lo0}, {lo1, lo2} of project_step's
+//   a0, a1 and a2, i.e. {bh[0][0], bh[1][0], bh[0][1], bh[1][1]}, ...;
+// - else (B fragments): {bh[0], bh[1]}, {bh[2], bl[0]}, {bl[1], bl[2]}, each bh[nt] the pair of
+//   channels b = 0, 1.
+// Word k of step s = 2j + u, st, lane at ((s * 2 + st) * 3 + k) * 512 + lane * 16 bytes of the slot:
+// a warp's load of a word is 512 contiguous bytes (no bank conflict). The projection then loads
+// the fragments and issues the MMAs of project_step with nothing in between: the same pieces,
+// the same MMAs in the same order, so the same bits.
+//
+// In place: raw step s (FNP_STEP_BYTES) lies at (2 NIN + s) x FNP_STEP_BYTES of the slot and is
+// rewritten into [2 s, 2 s + 2) x FNP_STEP_BYTES. Steps go in order, in batches read whole into
+// registers before a __syncwarp and their stores, so the stores only reach raw steps already
+// read (below).
+template <int NIN, bool TR>
+__device__ __forceinline__ void presplit_expand(unsigned char* slot, int lane) {
+  const unsigned char* raw = slot + NIN * FNP_STREAM_BYTES;
+  // PSB steps at a time, all read before any is written: the stores of steps s .. s + PSB - 1
+  // reach [2 s, 2 (s + PSB)), which stays below the next unread raw step, 2 NIN + s + PSB, since
+  // s + PSB <= 2 NIN. The loads of a batch then overlap each other's latency.
+  constexpr int PSB = 2;
+  static_assert((2 * NIN) % PSB == 0, "presplit batches");
+#pragma unroll 1
+  for (int s0 = 0; s0 < 2 * NIN; s0 += PSB) {
+    float2 f[PSB][2][3];
+#pragma unroll
+    for (int b = 0; b < PSB; ++b) {
+#pragma unroll
+      for (int st = 0; st < 2; ++st) {
+#pragma unroll
+        for (int nt = 0; nt < 3; ++nt)
+          f[b][st][nt] = *(const float2*)(raw + (s0 + b) * FNP_STEP_BYTES + ((st * 3 + nt) * WARP + lane) * 8);
+      }
+    }
+    __syncwarp();
+#pragma unroll
+    for (int b = 0; b < PSB; ++b) {
+      const int s = s0 + b;
+#pragma unroll
+      for (int st = 0; st < 2; ++st) {
+        u32 bh[3][2], bl[3][2];
+#pragma unroll
+        for (int nt = 0; nt < 3; ++nt) {
+          tf32_split(f[b][st][nt].x, bh[nt][0], bl[nt][0]);
+          tf32_split(f[b][st][nt].y, bh[nt][1], bl[nt][1]);
+        }
+        uint4 w[3];
+        if constexpr (TR) {
+          w[0] = make_uint4(bh[0][0], bh[1][0], bh[0][1], bh[1][1]);
+          w[1] = make_uint4(bh[2][0], bl[0][0], bh[2][1], bl[0][1]);
+          w[2] = make_uint4(bl[1][0], bl[2][0], bl[1][1], bl[2][1]);
+        } else {
+          w[0] = make_uint4(bh[0][0], bh[0][1], bh[1][0], bh[1][1]);
+          w[1] = make_uint4(bh[2][0], bh[2][1], bl[0][0], bl[0][1]);
+          w[2] = make_uint4(bl[1][0], bl[1][1], bl[2][0], bl[2][1]);
+        }
+#pragma unroll
+        for (int k = 0; k < 3; ++k) *(uint4*)(slot + ((s * 2 + st) * 3 + k) * (WARP * 16) + lane * 16) = w[k];
+      }
+    }
+    __syncwarp();
+  }
+}
+
+// project_chunk_prepared over a warp's slot of presplit fragments (presplit_expand): the same
+// MMAs on the same pieces, loaded 16 bytes at a time straight into the operands' registers.
+template <int NIN, bool TR, bool SS>
+__device__ __forceinline__ void project_chunk_presplit(const unsigned char* slot, int lane,
+                                                       const uint4 (&av)[2][NIN], float (&d)[3][4],
+                                                       float (&ss)[2]) {
+#pragma unroll
+  for (int nt = 0; nt < 3; ++nt) d[nt][0] = d[nt][1] = d[nt][2] = d[nt][3] = 0.0f;
+  ss[0] = ss[1] = 0.0f;
+  float e[3][4] = {};
+  const u32 base = smem_u32(slot) + lane * 16;
+#pragma unroll
+  for (int j = 0; j < NIN; ++j) {
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+#pragma unroll
+      for (int st = 0; st < 2; ++st) {
+        u32 w[3][4];
+#pragma unroll
+        for (int k = 0; k < 3; ++k) {
+          // Volatile, as project_chunk_prepared's: the loads stay behind the previous MMAs.
+          asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
+                       : "=r"(w[k][0]), "=r"(w[k][1]), "=r"(w[k][2]), "=r"(w[k][3])
+                       : "r"(base + (((j * 2 + u) * 2 + st) * 3 + k) * (WARP * 16)));
+        }
+        u32 a[4];
+        step_acts<NIN, SS>(av, j, u, st, a, ss);
+        if constexpr (TR) {
+          const u32 bt[2] = {a[0], a[2]};
+#pragma unroll
+          for (int k = 0; k < 3; ++k) mma_tf32(d[k], w[k], bt);
+        } else {
+          // project_step's order: the hi n-tiles into d, then the lo ones into e.
+          const u32 b[6][2] = {{w[0][0], w[0][1]}, {w[0][2], w[0][3]}, {w[1][0], w[1][1]},
+                               {w[1][2], w[1][3]}, {w[2][0], w[2][1]}, {w[2][2], w[2][3]}};
+#pragma unroll
+          for (int nt = 0; nt < 3; ++nt) mma_tf32(d[nt], a, b[nt]);
+#pragma unroll
+          for (int nt = 0; nt < 3; ++nt) mma_tf32(e[nt], a, b[3 + nt]);
+        }
+      }
     }
   }
   project_finish<3, TR>(d, e);
@@ -1582,6 +1712,13 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   constexpr bool SSI = CPL > 0;
   constexpr int TT = MT * MAXTT;              // tokens per tile at most
   constexpr int MAXOWN = MT == 1 ? MAXTT : 2;  // rows a block finishes at most (plan.rs)
+  // PS: fn's TF32 split done before the PDL wait for the block's first p.presplit chunk warps
+  // (presplit_expand; plan.rs sets it where the doubled slots fit). Kernels whose projection is
+  // swapped or not by a runtime branch (the V4 seam's TR_RT) are left out, and so are the
+  // lanes-by-channels variants (CPL > 0): there it measured slower at every H, its code alone
+  // +0.1 us with nothing presplit (PERF_NOTES.md attempt 162).
+  constexpr bool PS = PREP && MT == 1 && CPL == 0 && CARRIED;
+  const int NPS = PS ? p.presplit : 0;
   extern __shared__ __align__(16) unsigned char smem[];
   const int tid = threadIdx.x;
   const int warp = tid / WARP, lane = tid % WARP;
@@ -1610,7 +1747,8 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   // f64][gsum: OWN x ngrp x NM f32].
   const int rstride = W * 8 + 1;  // the block's W chunks, padded by one float4 (bank offset)
   // PREP: the block's chunks of the prepared fn, [W][NIN][2 halves][FNP_STEP_BYTES].
-  const size_t fn_bytes = PREP ? (size_t)W * NIN * FNP_STREAM_BYTES : (size_t)NIN * NMIX * rstride * 16;
+  // PS: the first NPS chunks' slots twice a chunk's size (chunk c's at (c + min(c, NPS)) chunks).
+  const size_t fn_bytes = PREP ? (size_t)(W + NPS) * NIN * FNP_STREAM_BYTES : (size_t)NIN * NMIX * rstride * 16;
   const size_t up_bytes = (size_t)OWN * ngrp * (8 + NM * 4);
   float* sfn = (float*)smem;
   float* leaves = (float*)(smem + (fn_bytes > up_bytes ? fn_bytes : up_bytes));
@@ -1627,7 +1765,8 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   __shared__ float4 s_nw[CL_WARPS * CHUNK / 4];  // the norm weight of the block's chunks
   __shared__ float s_grinv[MAXOWN];     // the gates' RMS factor per row finished here (MT = 1)
   __shared__ double s_ssg[MAXOWN];      // the gates' sum of squares per row finished here (MT = 2)
-  __shared__ unsigned long long s_fnbar;   // fn's bulk copies
+  __shared__ unsigned long long s_fnbar;   // fn's bulk copies (PS: but the presplit chunks')
+  __shared__ unsigned long long s_psbar[PS ? CL_WARPS : 1];  // PS: presplit chunk c's bulk copy
   __shared__ unsigned long long s_redbar;  // the other blocks' stores of leaves and sums
   __shared__ unsigned long long s_nbar;    // the norm's factors from the rows' blocks
   __shared__ float s_pre[CARRIED ? 1 : MAXTT][4];  // V4: this seam's pre of the tile's rows
@@ -1643,10 +1782,14 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   {
     const int h0 = rank * W * CHUNK;
     const int cols = max(0, min(W * CHUNK, p.H - h0));  // a multiple of CHUNK
-    const u32 fn_tx = PREP ? (u32)(cols / CHUNK * NIN * FNP_STREAM_BYTES) : (u32)(NIN * NMIX * cols * 4);
+    // PS: the presplit chunks that exist here, each on its own mbarrier, so that its warp's
+    // rewrite starts when its own chunk has landed rather than the block's whole fn.
+    const int nps = PS ? min(NPS, cols / CHUNK) : 0;
+    const u32 fn_tx = PREP ? (u32)((cols / CHUNK - nps) * NIN * FNP_STREAM_BYTES) : (u32)(NIN * NMIX * cols * 4);
     if (warp == 0) {
       if (lane == 0) {
         mbar_init(&s_fnbar, 1);
+        for (int c = 0; c < nps; ++c) mbar_init(&s_psbar[c], 1);
         mbar_init(&s_redbar, 1);
         mbar_init(&s_nbar, 1);
         if (!CARRIED) {
@@ -1655,6 +1798,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         mbar_expect_tx(&s_fnbar, fn_tx);
+        for (int c = 0; c < nps; ++c) mbar_expect_tx(&s_psbar[c], (u32)(NIN * FNP_STREAM_BYTES));
         // What the other blocks will store here: every chunk's leaf (NM f32), gate sum of squares
         // (f64) and norm sum of squares (f64) of each row finished here; and every row's norm
         // factor (f32) from the row's block. V4: the norm's leaves on their own mbarrier, and
@@ -1669,9 +1813,11 @@ __device__ void seam_cluster_body(const FusedParams& p) {
       __syncwarp();
       if (PREP) {
         const u32 cb = NIN * FNP_STREAM_BYTES;
+        // (PS: the first NPS chunks into the upper half of their doubled slots.)
         if (lane < cols / CHUNK)
-          bulk_copy(smem + (size_t)lane * cb, (const unsigned char*)p.fn_split + (size_t)(rank * W + lane) * cb, cb,
-                    &s_fnbar);
+          bulk_copy(smem + (size_t)(lane + (PS ? min(lane + 1, NPS) : 0)) * cb,
+                    (const unsigned char*)p.fn_split + (size_t)(rank * W + lane) * cb, cb,
+                    lane < nps ? &s_psbar[lane] : &s_fnbar);
       } else if (cols > 0) {
         for (int r = lane; r < NIN * NMIX; r += WARP)
           bulk_copy((float4*)sfn + (size_t)r * rstride, p.fn + (size_t)r * p.H + h0, (u32)cols * 4, &s_fnbar);
@@ -1703,6 +1849,16 @@ __device__ void seam_cluster_body(const FusedParams& p) {
                      __float_as_uint(p.norm_eps) ^ __float_as_uint(p.post_mult) ^ (u32)p.iters ^
                      (u32)(size_t)p.pre_out ^ (u32)(size_t)p.post_out ^ (u32)(size_t)p.comb_out ^
                      (u32)(size_t)p.layer_input ^ (u32)(size_t)p.fp8_q;
+  }
+  // PS: the first NPS chunk warps wait for their fn (in the PDL chain it lands while the previous
+  // seam still runs) and rewrite it as the MMA's hi and lo fragments. The barrier makes warp 0's
+  // initialization of s_fnbar visible to the others first.
+  if (PS && NPS > 0) {
+    __syncthreads();
+    if (warp < NPS && chunk_ok) {
+      mbar_wait(&s_psbar[warp], 0);
+      presplit_expand<NIN, (CPL > 0)>(smem + (size_t)2 * warp * NIN * FNP_STREAM_BYTES, lane);
+    }
   }
   STAMP(p.timeline, 1);
   pdl_wait();
@@ -1786,9 +1942,11 @@ __device__ void seam_cluster_body(const FusedParams& p) {
     // A group's projection is the same whatever the tile (project_chunk), so are its bits.
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
-      const unsigned char* sfp = smem + (size_t)warp * NIN * FNP_STREAM_BYTES;
+      const unsigned char* sfp = smem + (size_t)(warp + (PS ? min(warp, NPS) : 0)) * NIN * FNP_STREAM_BYTES;
       float ssp[2];
-      if (PREP && tr)
+      if (PS && warp < NPS)
+        project_chunk_presplit<NIN, TR, SSI>(sfp, lane, av[m], d[m], ssp);
+      else if (PREP && tr)
         project_chunk_prepared<NIN, TR || TR_RT, MT == 2, SSI>(sfp, lane, chunk_ok, av[m], d[m], ssp);
       else if (PREP)
         project_chunk_prepared<NIN, false, MT == 2, SSI>(sfp, lane, chunk_ok, av[m], d[m], ssp);
