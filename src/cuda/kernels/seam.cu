@@ -715,12 +715,10 @@ __device__ __forceinline__ void project_chunk_prepared(const unsigned char* sfp,
 // block (the cluster kernels' PS variants, PERF_NOTES.md attempt 158). Such a warp's slot of the
 // block's prepared fn is twice the size of a chunk's: its bulk copy lands in the upper half, and
 // before the PDL wait (off the path while the previous seam runs) the warp rewrites it into the
-// whole slot as the MMA's fragments of hi and lo pieces (tf32_split), three 16-byte words a lane
-// and a step (j, u, st):
-// - TR (the swapped step, A fragments): {hi0, hi1 | k}, {hi2, lo0}, {lo1, lo2} of project_step's
-//   a0, a1 and a2, i.e. {bh[0][0], bh[1][0], bh[0][1], bh[1][1]}, ...;
-// - else (B fragments): {bh[0], bh[1]}, {bh[2], bl[0]}, {bl[1], bl[2]}, each bh[nt] the pair of
-//   channels b = 0, 1.
+// whole slot as the MMA's B fragments of hi and lo pieces (tf32_split), three 16-byte words a lane
+// and a step (j, u, st): {bh[0], bh[1]}, {bh[2], bl[0]}, {bl[1], bl[2]}, each bh[nt] the pair of
+// channels b = 0, 1. (Only the unswapped projection: the swapped one, of the lanes-by-channels
+// kernels, measured slower with it, attempt 162.)
 // Word k of step s = 2j + u, st, lane at ((s * 2 + st) * 3 + k) * 512 + lane * 16 bytes of the slot:
 // a warp's load of a word is 512 contiguous bytes (no bank conflict). The projection then loads
 // the fragments and issues the MMAs of project_step with nothing in between: the same pieces,
@@ -730,7 +728,7 @@ __device__ __forceinline__ void project_chunk_prepared(const unsigned char* sfp,
 // rewritten into [2 s, 2 s + 2) x FNP_STEP_BYTES. Steps go in order, in batches read whole into
 // registers before a __syncwarp and their stores, so the stores only reach raw steps already
 // read (below).
-template <int NIN, bool TR>
+template <int NIN>
 __device__ __forceinline__ void presplit_expand(unsigned char* slot, int lane) {
   const unsigned char* raw = slot + NIN * FNP_STREAM_BYTES;
   // PSB steps at a time, all read before any is written: the stores of steps s .. s + PSB - 1
@@ -762,16 +760,9 @@ __device__ __forceinline__ void presplit_expand(unsigned char* slot, int lane) {
           tf32_split(f[b][st][nt].x, bh[nt][0], bl[nt][0]);
           tf32_split(f[b][st][nt].y, bh[nt][1], bl[nt][1]);
         }
-        uint4 w[3];
-        if constexpr (TR) {
-          w[0] = make_uint4(bh[0][0], bh[1][0], bh[0][1], bh[1][1]);
-          w[1] = make_uint4(bh[2][0], bl[0][0], bh[2][1], bl[0][1]);
-          w[2] = make_uint4(bl[1][0], bl[2][0], bl[1][1], bl[2][1]);
-        } else {
-          w[0] = make_uint4(bh[0][0], bh[0][1], bh[1][0], bh[1][1]);
-          w[1] = make_uint4(bh[2][0], bh[2][1], bl[0][0], bl[0][1]);
-          w[2] = make_uint4(bl[1][0], bl[1][1], bl[2][0], bl[2][1]);
-        }
+        const uint4 w[3] = {make_uint4(bh[0][0], bh[0][1], bh[1][0], bh[1][1]),
+                            make_uint4(bh[2][0], bh[2][1], bl[0][0], bl[0][1]),
+                            make_uint4(bl[1][0], bl[1][1], bl[2][0], bl[2][1])};
 #pragma unroll
         for (int k = 0; k < 3; ++k) *(uint4*)(slot + ((s * 2 + st) * 3 + k) * (WARP * 16) + lane * 16) = w[k];
       }
@@ -782,7 +773,7 @@ __device__ __forceinline__ void presplit_expand(unsigned char* slot, int lane) {
 
 // project_chunk_prepared over a warp's slot of presplit fragments (presplit_expand): the same
 // MMAs on the same pieces, loaded 16 bytes at a time straight into the operands' registers.
-template <int NIN, bool TR, bool SS>
+template <int NIN, bool SS>
 __device__ __forceinline__ void project_chunk_presplit(const unsigned char* slot, int lane,
                                                        const uint4 (&av)[2][NIN], float (&d)[3][4],
                                                        float (&ss)[2]) {
@@ -807,23 +798,17 @@ __device__ __forceinline__ void project_chunk_presplit(const unsigned char* slot
         }
         u32 a[4];
         step_acts<NIN, SS>(av, j, u, st, a, ss);
-        if constexpr (TR) {
-          const u32 bt[2] = {a[0], a[2]};
+        // project_step's order: the hi n-tiles into d, then the lo ones into e.
+        const u32 b[6][2] = {{w[0][0], w[0][1]}, {w[0][2], w[0][3]}, {w[1][0], w[1][1]},
+                             {w[1][2], w[1][3]}, {w[2][0], w[2][1]}, {w[2][2], w[2][3]}};
 #pragma unroll
-          for (int k = 0; k < 3; ++k) mma_tf32(d[k], w[k], bt);
-        } else {
-          // project_step's order: the hi n-tiles into d, then the lo ones into e.
-          const u32 b[6][2] = {{w[0][0], w[0][1]}, {w[0][2], w[0][3]}, {w[1][0], w[1][1]},
-                               {w[1][2], w[1][3]}, {w[2][0], w[2][1]}, {w[2][2], w[2][3]}};
+        for (int nt = 0; nt < 3; ++nt) mma_tf32(d[nt], a, b[nt]);
 #pragma unroll
-          for (int nt = 0; nt < 3; ++nt) mma_tf32(d[nt], a, b[nt]);
-#pragma unroll
-          for (int nt = 0; nt < 3; ++nt) mma_tf32(e[nt], a, b[3 + nt]);
-        }
+        for (int nt = 0; nt < 3; ++nt) mma_tf32(e[nt], a, b[3 + nt]);
       }
     }
   }
-  project_finish<3, TR>(d, e);
+  project_finish<3, false>(d, e);
 }
 
 // Prepares fn [24][nin * H] for the cluster kernels' PREP variant (layout above): one thread per
@@ -1852,12 +1837,12 @@ __device__ void seam_cluster_body(const FusedParams& p) {
   }
   // PS: the first NPS chunk warps wait for their fn (in the PDL chain it lands while the previous
   // seam still runs) and rewrite it as the MMA's hi and lo fragments. The barrier makes warp 0's
-  // initialization of s_fnbar visible to the others first.
+  // initialization of s_psbar visible to the others first.
   if (PS && NPS > 0) {
     __syncthreads();
     if (warp < NPS && chunk_ok) {
       mbar_wait(&s_psbar[warp], 0);
-      presplit_expand<NIN, (CPL > 0)>(smem + (size_t)2 * warp * NIN * FNP_STREAM_BYTES, lane);
+      presplit_expand<NIN>(smem + (size_t)2 * warp * NIN * FNP_STREAM_BYTES, lane);
     }
   }
   STAMP(p.timeline, 1);
@@ -1945,7 +1930,7 @@ __device__ void seam_cluster_body(const FusedParams& p) {
       const unsigned char* sfp = smem + (size_t)(warp + (PS ? min(warp, NPS) : 0)) * NIN * FNP_STREAM_BYTES;
       float ssp[2];
       if (PS && warp < NPS)
-        project_chunk_presplit<NIN, TR, SSI>(sfp, lane, av[m], d[m], ssp);
+        project_chunk_presplit<NIN, SSI>(sfp, lane, av[m], d[m], ssp);
       else if (PREP && tr)
         project_chunk_prepared<NIN, TR || TR_RT, MT == 2, SSI>(sfp, lane, chunk_ok, av[m], d[m], ssp);
       else if (PREP)
