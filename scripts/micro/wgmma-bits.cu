@@ -7,14 +7,18 @@
 //
 // Data, as the projection sees it: activations X (64 tokens x K = 128, bf16 values widened to f32:
 // exact in TF32) and fn's pieces P (48 rows: the TF32 hi of 24 mixes, then their lo remainders,
-// whose low 13 bits the tensor cores ignore; 16 zero rows pad M to 64). K runs in 16 steps of 8,
-// each accumulated onto the last from zero (project_step's chains). Five ways to the 48 x 64
-// accumulators:
+// whose low 13 bits the tensor cores ignore; 16 zero rows pad M to 64 where P is A). K runs in 16
+// steps of 8, each accumulated onto the last from zero (project_step's chains). Six ways to the
+// 48 x 64 accumulators:
 //   0. mma.sync, A = X (tokens as rows), B = P: the tile kernels' unswapped step;
 //   1. mma.sync, A = P, B = X: the swapped step of the lanes-by-channels kernels (TR);
-//   2. wgmma m64n64k8, A = X, B = P, both from shared memory;
-//   3. wgmma m64n64k8, A = P, B = X;
-//   4. wgmma m64n64k8, A = X from registers (mma.sync's A fragment a warp), B = P.
+//   2. wgmma m64n48k8, A = X, B = P, both from shared memory;
+//   3. wgmma m64n64k8, A = P, B = X, both from shared memory;
+//   4. wgmma m64n48k8, A = X from registers (each warp its 16 tokens in mma.sync's A fragment,
+//      as the stream kernel's warps hold them), B = P: the form a stream launch would take, four
+//      warps a chunk over a tile of 64 tokens, the hi and lo chains side by side in one thread;
+//   5. way 4 with the raw weights as the hi rows: whether fn's own bytes can be the hi piece
+//      (the tensor cores then truncate them), which halves the pieces' shared memory.
 // Both operands are K-major (TF32 wgmma allows no other), no swizzle: a core matrix is 8 rows x
 // 16 bytes, rows 16 bytes apart; a k8 step of R rows is R/8 x 2 of them. The descriptor's two
 // byte offsets are tried both ways (which is the K stride and which the M/N stride), so a wrong
@@ -85,31 +89,34 @@ __device__ __forceinline__ unsigned long long desc(u32 saddr, u32 lbo, u32 sbo) 
 }
 
 #define WG_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define WG_OUT24 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23}"
+#define WG_OUT32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23," \
+                 "%24,%25,%26,%27,%28,%29,%30,%31}"
 
-__device__ __forceinline__ void wgmma_64x64x8(float (&d)[32], unsigned long long da, unsigned long long db, int acc) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1;\n}\n"
-      : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24)
-      : "l"(da), "l"(db), "r"(acc));
+// D (64 x N) += A . B over one k8 step (acc = 0: D = A . B). A and B from shared memory.
+__device__ __forceinline__ void wg_n64_ss(float (&d)[32], unsigned long long da, unsigned long long db, int acc) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 " WG_OUT32 ", %32, %33, p, 1, 1;\n}\n"
+               : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24)
+               : "l"(da), "l"(db), "r"(acc));
+}
+__device__ __forceinline__ void wg_n48_ss(float (&d)[24], unsigned long long da, unsigned long long db, int acc) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %26, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n48k8.f32.tf32.tf32 " WG_OUT24 ", %24, %25, p, 1, 1;\n}\n"
+               : WG_D8(0), WG_D8(8), WG_D8(16)
+               : "l"(da), "l"(db), "r"(acc));
+}
+// A from registers: warp w of the warpgroup gives rows 16 w .. 16 w + 15 in mma.sync's A fragment.
+__device__ __forceinline__ void wg_n48_rs(float (&d)[24], const u32 (&a)[4], unsigned long long db, int acc) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %29, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n48k8.f32.tf32.tf32 " WG_OUT24 ", {%24,%25,%26,%27}, %28, p, 1, 1;\n}\n"
+               : WG_D8(0), WG_D8(8), WG_D8(16)
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
 }
 
-__device__ __forceinline__ void wgmma_64x64x8_ra(float (&d)[32], const u32 (&a)[4], unsigned long long db, int acc) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1;\n}\n"
-      : WG_D8(0), WG_D8(8), WG_D8(16), WG_D8(24)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
-}
-
-// One warpgroup. swap = false: A = X, B = P (way 2); true: A = P, B = X (way 3). trial 0: LBO =
-// KSTR, SBO = MSTR; trial 1: the other way round.
-// regs (way 4): A = X from registers (warp w: rows 16 w.., mma.sync's A fragment), B = P.
-__global__ void ways_wg(const float* X, const float* P, float* out, bool swap, int trial, bool regs) {
+// One warpgroup, ways 2-5 (see the top); P is the pieces' buffer the way reads (way 5: hi rows
+// raw). trial 0: LBO = KSTR, SBO = MSTR; trial 1: the other way round.
+__global__ void ways_wg(const float* X, const float* P, float* out, int way, int trial) {
   extern __shared__ __align__(1024) unsigned char sm[];
   unsigned char* sx = sm;
   unsigned char* sp = sm + STEPS * STEP_BYTES;
@@ -120,30 +127,34 @@ __global__ void ways_wg(const float* X, const float* P, float* out, bool swap, i
   }
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
-  const u32 ax = (u32)__cvta_generic_to_shared(swap ? sp : sx);
-  const u32 bx = (u32)__cvta_generic_to_shared(swap ? sx : sp);
+  const u32 xs = (u32)__cvta_generic_to_shared(sx), ps = (u32)__cvta_generic_to_shared(sp);
   const u32 lbo = trial ? MSTR : KSTR, sbo = trial ? KSTR : MSTR;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, q = lane % 4;
-  float d[32];
+  float d[32];  // way 3: 64 tokens; otherwise the first 24: 48 piece columns
   for (int i = 0; i < 32; ++i) d[i] = 0.0f;
+  float (&d24)[24] = *reinterpret_cast<float (*)[24]>(d);
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
   for (int s = 0; s < STEPS; ++s) {
-    if (regs) {
+    const unsigned long long dx = desc(xs + s * STEP_BYTES, lbo, sbo), dp = desc(ps + s * STEP_BYTES, lbo, sbo);
+    if (way == 3) {
+      wg_n64_ss(d, dp, dx, s > 0);
+    } else if (way == 2) {
+      wg_n48_ss(d24, dx, dp, s > 0);
+    } else {
       const int r0 = 16 * warp + g, k = 8 * s + q;
       const u32 a[4] = {__float_as_uint(X[r0 * KK + k]), __float_as_uint(X[(r0 + 8) * KK + k]),
                         __float_as_uint(X[r0 * KK + k + 4]), __float_as_uint(X[(r0 + 8) * KK + k + 4])};
-      wgmma_64x64x8_ra(d, a, desc(bx + s * STEP_BYTES, lbo, sbo), s > 0);
-    } else {
-      wgmma_64x64x8(d, desc(ax + s * STEP_BYTES, lbo, sbo), desc(bx + s * STEP_BYTES, lbo, sbo), s > 0);
+      wg_n48_rs(d24, a, dp, s > 0);
     }
   }
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-  for (int i = 0; i < 8; ++i) {
+  const int ntiles = way == 3 ? 8 : 6;
+  for (int i = 0; i < ntiles; ++i) {
     for (int e = 0; e < 4; ++e) {
       const int r = 16 * warp + g + (e >= 2 ? 8 : 0), c = 8 * i + 2 * q + (e & 1);
-      const int p = swap ? r : c, t = swap ? c : r;
-      out[p * TOK + t] = d[4 * i + e];
+      const int p = way == 3 ? r : c, t = way == 3 ? c : r;
+      if (p < 2 * MIX) out[p * TOK + t] = d[4 * i + e];
     }
   }
 }
@@ -170,16 +181,18 @@ static double tf32_of(float v) {
 }
 
 int main() {
-  int rounds = 20, bad_total = 0;
-  std::vector<float> X(TOK * KK), P(PR * KK, 0.0f), out(5 * PR * TOK);
-  float *dX, *dP, *dout;
+  constexpr int WAYS = 6;
+  const int rounds = 20;
+  std::vector<float> X(TOK * KK), P(PR * KK, 0.0f), Praw(PR * KK, 0.0f), out(WAYS * PR * TOK);
+  float *dX, *dP, *dPraw, *dout;
   cudaMalloc(&dX, X.size() * 4);
   cudaMalloc(&dP, P.size() * 4);
+  cudaMalloc(&dPraw, Praw.size() * 4);
   cudaMalloc(&dout, out.size() * 4);
   const int smem = 2 * STEPS * STEP_BYTES;
   cudaFuncSetAttribute(ways_wg, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  double worst[2][5] = {};
-  long diff[2][5] = {};
+  double worst[2][WAYS] = {};
+  long diff[2][WAYS] = {};
   for (int round = 0; round < rounds; ++round) {
     srand(1234 + round);
     for (auto& v : X) v = bf16_round((float)normal());
@@ -192,25 +205,25 @@ int main() {
         float hi;
         memcpy(&hi, &u, 4);
         P[m * KK + k] = hi;
-        P[(MIX + m) * KK + k] = v - hi;  // exact; its low bits are the tensor cores' to ignore
+        Praw[m * KK + k] = v;  // way 5: the raw weight as its own hi piece
+        P[(MIX + m) * KK + k] = Praw[(MIX + m) * KK + k] = v - hi;  // exact; its low bits the tensor cores' to ignore
       }
     }
     cudaMemcpy(dX, X.data(), X.size() * 4, cudaMemcpyHostToDevice);
     cudaMemcpy(dP, P.data(), P.size() * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(dPraw, Praw.data(), Praw.size() * 4, cudaMemcpyHostToDevice);
     for (int trial = 0; trial < 2; ++trial) {
       cudaMemset(dout, 0xff, out.size() * 4);  // NaN: an unwritten accumulator fails
       ways_sync<<<1, 256>>>(dX, dP, dout, false);
       ways_sync<<<1, 256>>>(dX, dP, dout + PR * TOK, true);
-      ways_wg<<<1, 128, smem>>>(dX, dP, dout + 2 * PR * TOK, false, trial, false);
-      ways_wg<<<1, 128, smem>>>(dX, dP, dout + 3 * PR * TOK, true, trial, false);
-      ways_wg<<<1, 128, smem>>>(dX, dP, dout + 4 * PR * TOK, false, trial, true);
+      for (int w = 2; w < WAYS; ++w) ways_wg<<<1, 128, smem>>>(dX, w == 5 ? dPraw : dP, dout + w * PR * TOK, w, trial);
       const cudaError_t err = cudaDeviceSynchronize();
       if (err != cudaSuccess) {
         printf("CUDA error: %s\n", cudaGetErrorString(err));
         return 1;
       }
       cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost);
-      for (int w = 0; w < 5; ++w) {
+      for (int w = 0; w < WAYS; ++w) {
         for (int p = 0; p < 2 * MIX; ++p) {
           for (int t = 0; t < TOK; ++t) {
             double ref = 0.0, mag = 0.0;
@@ -231,22 +244,23 @@ int main() {
       }
     }
   }
-  const char* names[5] = {"mma.sync A=X B=P (tile kernels)", "mma.sync A=P B=X (swapped, TR)",
-                          "wgmma A=X B=P", "wgmma A=P B=X", "wgmma A=X (registers) B=P"};
-  int right = 0;
+  const char* names[WAYS] = {"mma.sync A=X B=P (tile kernels)", "mma.sync A=P B=X (swapped, TR)",
+                             "wgmma n48 A=X B=P (smem)",        "wgmma n64 A=P B=X (smem)",
+                             "wgmma n48 A=X (registers) B=P",   "way 4, hi = the raw weight"};
+  int right = 0, bad = 0;
   printf("%d rounds, %d accumulators a way and round (48 piece rows x 64 tokens, K = %d)\n", rounds, 2 * MIX * TOK, KK);
   for (int trial = 0; trial < 2; ++trial) {
     printf("descriptor trial %d (LBO = %u, SBO = %u):\n", trial, trial ? MSTR : KSTR, trial ? KSTR : MSTR);
-    for (int w = 0; w < 5; ++w) {
-      printf("  way %d %-34s max |acc - f64| / sum|terms| %.3e   bits differing from way 0: %ld\n", w,
-             names[w], worst[trial][w], diff[trial][w]);
+    for (int w = 0; w < WAYS; ++w) {
+      printf("  way %d %-32s max |acc - f64| / sum|terms| %.3e   bits differing from way 0: %ld\n", w, names[w],
+             worst[trial][w], diff[trial][w]);
       if (w >= 2 && worst[trial][w] < 1e-5) {
         ++right;
-        bad_total += diff[trial][w] != 0;
+        bad += diff[trial][w] != 0;
       }
     }
   }
   printf("verdict: %d wgmma (way, trial) pairs with the right layout; %s\n", right,
-         bad_total ? "some of them differ in bits from mma.sync" : "every one gives mma.sync's bits");
+         bad ? "some of them differ in bits from mma.sync" : "every one gives mma.sync's bits");
   return 0;
 }
