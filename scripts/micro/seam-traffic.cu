@@ -1,6 +1,7 @@
 // Microbenchmark: the ceiling of the large-T seam's memory traffic without a park, on a given
 // number of multiprocessors. Not part of the library. Build and run on the GPU machine:
-//   nvcc -O3 -arch=sm_90 -o /tmp/stt scripts/micro/seam-traffic.cu && /tmp/stt [T] [H]
+//   nvcc -O3 -arch=sm_90a -o /tmp/stt scripts/micro/seam-traffic.cu && /tmp/stt [T] [H]
+// (sm_90a for mode 3's wgmma; modes 0-2 need only sm_90).
 //
 // The V4.1 seam at large T moves, per token, x (H bf16) and the four streams r (4 H) in, r' (4 H)
 // and the layer input (H) out: 20 H bytes, the floor of BENCHMARKS.md. The landed stream launch
@@ -352,6 +353,143 @@ __global__ void __launch_bounds__(512, 1) seam_traffic_mma(const bf16* __restric
   if (acc == -1.0f) sink[0] = acc;
 }
 
+// Mode 3 (PERF_NOTES attempt 165): mode 2's work with the projection by warpgroup MMAs, in the
+// form a stream launch would take. Needs sm_90a. Block b owns a group of 4 chunks (cg = b % (H /
+// 128)) and the tiles of 64 tokens congruent to b / (H / 128); warpgroup wg takes chunk cg * 4 +
+// wg, and its warp wq tokens 16 wq .. 16 wq + 15 of each tile, lane (g, q) tokens g and g + 8 and
+// channels 8q..8q+7 as in mode 2 (the same loads, arithmetic and stores). The projection: per k8
+// step (stream j, half u, pair st, project_step's order) one wgmma m64n48k8 with A = the warps'
+// activations from registers (mma.sync's A fragment, as in mode 2) and B = the chunk's 48 piece
+// columns from shared memory (the raw weights as hi, then lo = v - hi; 24 KB a chunk, staged
+// once, no swizzle, K-major core matrices): 16 wgmma a warpgroup and tile against mode 2's 96
+// mma.sync, 48 shared loads and 96 split instructions a warp. The descriptor's byte offsets are
+// one of the two readings wgmma-bits.cu tries; the time does not depend on which is right (the
+// same bytes are read), the numbers may. VAR 0: with the projection; 1: without.
+__device__ __forceinline__ void wg_n48_rs(float (&d)[24], const u32 (&a)[4], unsigned long long db) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n48k8.f32.tf32.tf32 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23}, "
+      "{%24,%25,%26,%27}, %28, 1, 1, 1;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+constexpr int WG_STEP_BYTES = 6 * 256;            // 48 rows (6 row groups of 256 bytes) a k8 step
+constexpr int WG_CHUNK_BYTES = 16 * WG_STEP_BYTES;  // 24 KB
+template <int VAR>
+__global__ void __launch_bounds__(512, 1) seam_traffic_wg(const bf16* __restrict__ x, const bf16* __restrict__ r,
+                                                          const float* __restrict__ coef,
+                                                          const float* __restrict__ nw,
+                                                          const float* __restrict__ fn, bf16* __restrict__ ro,
+                                                          bf16* __restrict__ li, float* __restrict__ sink, int T,
+                                                          int H) {
+  extern __shared__ __align__(1024) unsigned char sfp[];
+  const int groups = H / 128, cg = blockIdx.x % groups, tg = blockIdx.x / groups, ntg = gridDim.x / groups;
+  if (VAR == 0) {
+    // (chunk c, step s, piece row p, k kk): row p % 8 of core matrix (p / 8, kk / 4).
+    for (int i = threadIdx.x; i < 4 * 16 * 48 * 8; i += blockDim.x) {
+      const int kk = i % 8, p = (i / 8) % 48, s = (i / 384) % 16, c = i / 6144;
+      const int j = s / 4, u = (s / 2) % 2, st = s % 2, q = kk % 4;
+      const int ch = (cg * 4 + c) * 32 + 8 * q + 4 * u + 2 * st + kk / 4;
+      const float v = fn[(size_t)((p % 24) * 4 + j) * H + ch];
+      const float hi = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
+      *(float*)(sfp + c * WG_CHUNK_BYTES + s * WG_STEP_BYTES + (p / 8) * 256 + (kk / 4) * 128 + (p % 8) * 16 +
+                q * 4) = p < 24 ? v : v - hi;
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
+  const int wg = warp / 4, wq = warp % 4, chunk = cg * 4 + wg, h = chunk * 32 + 8 * q;
+  const u32 fbase = (u32)__cvta_generic_to_shared(sfp + wg * WG_CHUNK_BYTES);
+  const int tiles = (T + 63) / 64;
+  float acc = 0.0f;
+  for (int tile = tg; tile < tiles; tile += ntg) {
+    uint4 xv[2], rv[2][4];
+    int tok[2];
+    bool ok[2];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      tok[k] = tile * 64 + wq * 16 + g + 8 * k;
+      ok[k] = tok[k] < T;
+      const size_t tk = ok[k] ? tok[k] : 0;
+      xv[k] = __ldg((const uint4*)(x + tk * H + h));
+#pragma unroll
+      for (int j = 0; j < 4; ++j) rv[k][j] = __ldg((const uint4*)(r + (tk * 4 + j) * H + h));
+    }
+    uint4 av[2][4];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const float4* cf4 = (const float4*)(coef + (size_t)(ok[k] ? tok[k] : 0) * 24);
+      float cf[24];
+#pragma unroll
+      for (int c = 0; c < 6; ++c) {
+        const float4 v = __ldg(cf4 + c);
+        cf[4 * c] = v.x; cf[4 * c + 1] = v.y; cf[4 * c + 2] = v.z; cf[4 * c + 3] = v.w;
+      }
+      float xf[8];
+      unpack8(xv[k], xf);
+      float c8[8];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float o[8];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) o[e] = __fmul_rn(cf[j], xf[e]);
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+          float rf[8];
+          unpack8(rv[k][s], rf);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) o[e] = __fmaf_rn(cf[4 + s * 4 + j], rf[e], o[e]);
+        }
+        av[k][j] = pack8(o);
+        if (ok[k]) *(uint4*)(ro + ((size_t)tok[k] * 4 + j) * H + h) = av[k][j];
+        float pf[8];
+        unpack8(av[k][j], pf);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) c8[e] = j == 0 ? __fmul_rn(cf[20], pf[e]) : __fmaf_rn(cf[20 + j], pf[e], c8[e]);
+      }
+      const uint4 cb = pack8(c8);
+      float cr[8];
+      unpack8(cb, cr);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc = __fmaf_rn(cr[e], cr[e], acc);
+      const float4 w0 = __ldg((const float4*)(nw + h)), w1 = __ldg((const float4*)(nw + h) + 1);
+      const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+      const float factor = 0.7071f;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) cr[e] = __fmul_rn(__fmul_rn(cr[e], factor), wv[e]);
+      if (ok[k]) *(uint4*)(li + (size_t)tok[k] * H + h) = pack8(cr);
+    }
+    if (VAR == 1) continue;
+    float d[24];
+#pragma unroll
+    for (int i = 0; i < 24; ++i) d[i] = 0.0f;
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+#pragma unroll
+        for (int st = 0; st < 2; ++st) {
+          const u32 w0 = (&av[0][j].x)[2 * u + st], w1 = (&av[1][j].x)[2 * u + st];
+          const u32 a[4] = {__byte_perm(w0, 0u, 0x1044), __byte_perm(w1, 0u, 0x1044), __byte_perm(w0, 0u, 0x3244),
+                            __byte_perm(w1, 0u, 0x3244)};
+          const u32 sa = fbase + (j * 4 + u * 2 + st) * WG_STEP_BYTES;
+          const unsigned long long db = (unsigned long long)((sa >> 4) & 0x3fff) | (8ull << 16) | (16ull << 32);
+          wg_n48_rs(d, a, db);
+        }
+      }
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#pragma unroll
+    for (int i = 0; i < 24; ++i) acc += d[i];
+  }
+  if (acc == -1.0f) sink[0] = acc;
+}
+
 static float median(std::vector<float> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -464,6 +602,22 @@ int main(int argc, char** argv) {
         printf("mode 2.%d (MMA layout, %s), %4d blocks x 512, fn %d KB: %8.1f us, %6.0f GB/s, %5.1f %% of copy\n",
                var, what[var], b, smem / 1024, ms * 1e3, gbps, 100.0 * gbps / copy_gbps);
       }
+    }
+  }
+  // Mode 3 (wgmma projection, tiles of 64 tokens, groups of 4 chunks), as many blocks as whole
+  // multiples of the H / 128 groups fit the SMs.
+  if (H % 128 == 0 && sms >= H / 128) {
+    const int blocks = (sms / (H / 128)) * (H / 128);
+    const char* what[2] = {"wgmma projection", "no projection"};
+    void (*ks[2])(const bf16*, const bf16*, const float*, const float*, const float*, bf16*, bf16*, float*, int,
+                  int) = {seam_traffic_wg<0>, seam_traffic_wg<1>};
+    for (int var = 0; var < 2; ++var) {
+      const int smem = var == 0 ? 4 * WG_CHUNK_BYTES : 0;
+      CHECK(cudaFuncSetAttribute(ks[var], cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      const float ms = time_it([&] { ks[var]<<<blocks, 512, smem>>>(x, r, coef, nw, fn, ro, li, sink, T, H); });
+      const double gbps = bytes / (ms * 1e-3) / 1e9;
+      printf("mode 3.%d (tiles of 64, %s), %4d blocks x 512, fn %d KB: %8.1f us, %6.0f GB/s, %5.1f %% of copy\n", var,
+             what[var], blocks, smem / 1024, ms * 1e3, gbps, 100.0 * gbps / copy_gbps);
     }
   }
   return 0;
