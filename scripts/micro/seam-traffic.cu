@@ -175,6 +175,59 @@ __device__ __forceinline__ void mma_tf32(float d[4], const u32 a[4], const u32 b
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// Modes 2 and 3: mode 1's arithmetic in the library's MMA layout for lane (g, q)'s tokens tok[0],
+// tok[1] (ok: inside T) and channels h..h+7: r' stored and kept as the projection's activations
+// av, the collapse's square summed into acc, the layer input stored.
+__device__ __forceinline__ void mma_layout_elementwise(const uint4 (&xv)[2], const uint4 (&rv)[2][4], const int (&tok)[2],
+                                                       const bool (&ok)[2], int h, int H,
+                                                       const float* __restrict__ coef, const float* __restrict__ nw,
+                                                       bf16* __restrict__ ro, bf16* __restrict__ li,
+                                                       uint4 (&av)[2][4], float& acc) {
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const float4* cf4 = (const float4*)(coef + (size_t)(ok[k] ? tok[k] : 0) * 24);
+    float cf[24];
+#pragma unroll
+    for (int c = 0; c < 6; ++c) {
+      const float4 v = __ldg(cf4 + c);
+      cf[4 * c] = v.x; cf[4 * c + 1] = v.y; cf[4 * c + 2] = v.z; cf[4 * c + 3] = v.w;
+    }
+    float xf[8];
+    unpack8(xv[k], xf);
+    float c8[8];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      float o[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) o[e] = __fmul_rn(cf[j], xf[e]);
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        float rf[8];
+        unpack8(rv[k][s], rf);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) o[e] = __fmaf_rn(cf[4 + s * 4 + j], rf[e], o[e]);
+      }
+      av[k][j] = pack8(o);
+      if (ok[k]) *(uint4*)(ro + ((size_t)tok[k] * 4 + j) * H + h) = av[k][j];
+      float pf[8];
+      unpack8(av[k][j], pf);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) c8[e] = j == 0 ? __fmul_rn(cf[20], pf[e]) : __fmaf_rn(cf[20 + j], pf[e], c8[e]);
+    }
+    const uint4 cb = pack8(c8);
+    float cr[8];
+    unpack8(cb, cr);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc = __fmaf_rn(cr[e], cr[e], acc);
+    const float4 w0 = __ldg((const float4*)(nw + h)), w1 = __ldg((const float4*)(nw + h) + 1);
+    const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+    const float factor = 0.7071f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) cr[e] = __fmul_rn(__fmul_rn(cr[e], factor), wv[e]);
+    if (ok[k]) *(uint4*)(li + (size_t)tok[k] * H + h) = pack8(cr);
+  }
+}
+
 // Mode 2: mode 1's work in the library's MMA layout, plus the projection. Block b (of 7 x 16,
 // as 7 clusters of 16 blocks would be) owns CPB = H / 512 consecutive chunks of 32 channels
 // (chunk group b % 16) and the token tiles of 16 congruent to b / 16 mod 7; its slice of fn
@@ -243,49 +296,7 @@ __global__ void __launch_bounds__(512, 1) seam_traffic_mma(const bf16* __restric
       for (int j = 0; j < 4; ++j) rv[k][j] = __ldg((const uint4*)(r + (tk * 4 + j) * H + h));
     }
     uint4 av[2][4];
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      const float4* cf4 = (const float4*)(coef + (size_t)(ok[k] ? tok[k] : 0) * 24);
-      float cf[24];
-#pragma unroll
-      for (int c = 0; c < 6; ++c) {
-        const float4 v = __ldg(cf4 + c);
-        cf[4 * c] = v.x; cf[4 * c + 1] = v.y; cf[4 * c + 2] = v.z; cf[4 * c + 3] = v.w;
-      }
-      float xf[8];
-      unpack8(xv[k], xf);
-      float c8[8];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        float o[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) o[e] = __fmul_rn(cf[j], xf[e]);
-#pragma unroll
-        for (int s = 0; s < 4; ++s) {
-          float rf[8];
-          unpack8(rv[k][s], rf);
-#pragma unroll
-          for (int e = 0; e < 8; ++e) o[e] = __fmaf_rn(cf[4 + s * 4 + j], rf[e], o[e]);
-        }
-        av[k][j] = pack8(o);
-        if (ok[k]) *(uint4*)(ro + ((size_t)tok[k] * 4 + j) * H + h) = av[k][j];
-        float pf[8];
-        unpack8(av[k][j], pf);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) c8[e] = j == 0 ? __fmul_rn(cf[20], pf[e]) : __fmaf_rn(cf[20 + j], pf[e], c8[e]);
-      }
-      const uint4 cb = pack8(c8);
-      float cr[8];
-      unpack8(cb, cr);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc = __fmaf_rn(cr[e], cr[e], acc);
-      const float4 w0 = __ldg((const float4*)(nw + h)), w1 = __ldg((const float4*)(nw + h) + 1);
-      const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-      const float factor = 0.7071f;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) cr[e] = __fmul_rn(__fmul_rn(cr[e], factor), wv[e]);
-      if (ok[k]) *(uint4*)(li + (size_t)tok[k] * H + h) = pack8(cr);
-    }
+    mma_layout_elementwise(xv, rv, tok, ok, h, H, coef, nw, ro, li, av, acc);
     // The projection (project_chunk with the stream kernel's swizzle-free layout).
     if (VAR == 1) continue;
     float d[3][4] = {}, e[3][4] = {};
@@ -419,49 +430,7 @@ __global__ void __launch_bounds__(512, 1) seam_traffic_wg(const bf16* __restrict
       for (int j = 0; j < 4; ++j) rv[k][j] = __ldg((const uint4*)(r + (tk * 4 + j) * H + h));
     }
     uint4 av[2][4];
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      const float4* cf4 = (const float4*)(coef + (size_t)(ok[k] ? tok[k] : 0) * 24);
-      float cf[24];
-#pragma unroll
-      for (int c = 0; c < 6; ++c) {
-        const float4 v = __ldg(cf4 + c);
-        cf[4 * c] = v.x; cf[4 * c + 1] = v.y; cf[4 * c + 2] = v.z; cf[4 * c + 3] = v.w;
-      }
-      float xf[8];
-      unpack8(xv[k], xf);
-      float c8[8];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        float o[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) o[e] = __fmul_rn(cf[j], xf[e]);
-#pragma unroll
-        for (int s = 0; s < 4; ++s) {
-          float rf[8];
-          unpack8(rv[k][s], rf);
-#pragma unroll
-          for (int e = 0; e < 8; ++e) o[e] = __fmaf_rn(cf[4 + s * 4 + j], rf[e], o[e]);
-        }
-        av[k][j] = pack8(o);
-        if (ok[k]) *(uint4*)(ro + ((size_t)tok[k] * 4 + j) * H + h) = av[k][j];
-        float pf[8];
-        unpack8(av[k][j], pf);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) c8[e] = j == 0 ? __fmul_rn(cf[20], pf[e]) : __fmaf_rn(cf[20 + j], pf[e], c8[e]);
-      }
-      const uint4 cb = pack8(c8);
-      float cr[8];
-      unpack8(cb, cr);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc = __fmaf_rn(cr[e], cr[e], acc);
-      const float4 w0 = __ldg((const float4*)(nw + h)), w1 = __ldg((const float4*)(nw + h) + 1);
-      const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
-      const float factor = 0.7071f;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) cr[e] = __fmul_rn(__fmul_rn(cr[e], factor), wv[e]);
-      if (ok[k]) *(uint4*)(li + (size_t)tok[k] * H + h) = pack8(cr);
-    }
+    mma_layout_elementwise(xv, rv, tok, ok, h, H, coef, nw, ro, li, av, acc);
     if (VAR == 1) continue;
     float d[24];
 #pragma unroll
