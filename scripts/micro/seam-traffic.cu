@@ -228,6 +228,27 @@ __device__ __forceinline__ void mma_layout_elementwise(const uint4 (&xv)[2], con
   }
 }
 
+// Modes 2 and 3: lane (g, q)'s item, tokens row and row + 8 (all loads issued first), then
+// mma_layout_elementwise.
+__device__ __forceinline__ void mma_layout_item(const bf16* __restrict__ x, const bf16* __restrict__ r,
+                                                const float* __restrict__ coef, const float* __restrict__ nw,
+                                                bf16* __restrict__ ro, bf16* __restrict__ li, int row, int h, int T,
+                                                int H, uint4 (&av)[2][4], float& acc) {
+  uint4 xv[2], rv[2][4];
+  int tok[2];
+  bool ok[2];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    tok[k] = row + 8 * k;
+    ok[k] = tok[k] < T;
+    const size_t tk = ok[k] ? tok[k] : 0;
+    xv[k] = __ldg((const uint4*)(x + tk * H + h));
+#pragma unroll
+    for (int j = 0; j < 4; ++j) rv[k][j] = __ldg((const uint4*)(r + (tk * 4 + j) * H + h));
+  }
+  mma_layout_elementwise(xv, rv, tok, ok, h, H, coef, nw, ro, li, av, acc);
+}
+
 // Mode 2: mode 1's work in the library's MMA layout, plus the projection. Block b (of 7 x 16,
 // as 7 clusters of 16 blocks would be) owns CPB = H / 512 consecutive chunks of 32 channels
 // (chunk group b % 16) and the token tiles of 16 congruent to b / 16 mod 7; its slice of fn
@@ -283,20 +304,8 @@ __global__ void __launch_bounds__(512, 1) seam_traffic_mma(const bf16* __restric
   for (int item = warp; item < my_tiles * CPB; item += 16) {
     const int tile = tg + (item / CPB) * ntg, chunk = cg * CPB + item % CPB;
     const int h = chunk * 32 + 8 * q;
-    uint4 xv[2], rv[2][4];
-    int tok[2];
-    bool ok[2];
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      tok[k] = tile * 16 + g + 8 * k;
-      ok[k] = tok[k] < T;
-      const size_t tk = ok[k] ? tok[k] : 0;
-      xv[k] = __ldg((const uint4*)(x + tk * H + h));
-#pragma unroll
-      for (int j = 0; j < 4; ++j) rv[k][j] = __ldg((const uint4*)(r + (tk * 4 + j) * H + h));
-    }
     uint4 av[2][4];
-    mma_layout_elementwise(xv, rv, tok, ok, h, H, coef, nw, ro, li, av, acc);
+    mma_layout_item(x, r, coef, nw, ro, li, tile * 16 + g, h, T, H, av, acc);
     // The projection (project_chunk with the stream kernel's swizzle-free layout).
     if (VAR == 1) continue;
     float d[3][4] = {}, e[3][4] = {};
@@ -417,20 +426,8 @@ __global__ void __launch_bounds__(512, 1) seam_traffic_wg(const bf16* __restrict
   const int tiles = (T + 63) / 64;
   float acc = 0.0f;
   for (int tile = tg; tile < tiles; tile += ntg) {
-    uint4 xv[2], rv[2][4];
-    int tok[2];
-    bool ok[2];
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      tok[k] = tile * 64 + wq * 16 + g + 8 * k;
-      ok[k] = tok[k] < T;
-      const size_t tk = ok[k] ? tok[k] : 0;
-      xv[k] = __ldg((const uint4*)(x + tk * H + h));
-#pragma unroll
-      for (int j = 0; j < 4; ++j) rv[k][j] = __ldg((const uint4*)(r + (tk * 4 + j) * H + h));
-    }
     uint4 av[2][4];
-    mma_layout_elementwise(xv, rv, tok, ok, h, H, coef, nw, ro, li, av, acc);
+    mma_layout_item(x, r, coef, nw, ro, li, tile * 64 + wq * 16 + g, h, T, H, av, acc);
     if (VAR == 1) continue;
     float d[24];
 #pragma unroll
