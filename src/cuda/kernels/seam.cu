@@ -611,6 +611,15 @@ __device__ __forceinline__ void project_finish(float (&d)[NT][4], const float (&
   }
 }
 
+// A chunk's projection starts from zero: its accumulators d and its gate sums of squares ss
+// (project_chunk, project_chunk_prepared, project_chunk_presplit).
+template <int NT>
+__device__ __forceinline__ void project_begin(float (&d)[NT][4], float (&ss)[2]) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) d[nt][0] = d[nt][1] = d[nt][2] = d[nt][3] = 0.0f;
+  ss[0] = ss[1] = 0.0f;
+}
+
 // A warp's chunk of the projection on tensor cores, from zero, in the canonical order (the same
 // MMA sequence whatever the plan or kernel, so a chunk's partials have the same bits everywhere):
 // d[nt] = rows g, g + 8 of one group of 16 rows x mixes nt*8 + 2q, +1; the steps run over the
@@ -625,9 +634,7 @@ __device__ __forceinline__ void project_chunk(const float* sfn, int rstride, int
                                               bool chunk_ok, const uint4 (&av)[2][NIN],
                                               float (&d)[Shape<NIN, NMIX>::NT][4], float (&ss)[2]) {
   typedef Shape<NIN, NMIX> S;
-#pragma unroll
-  for (int nt = 0; nt < S::NT; ++nt) d[nt][0] = d[nt][1] = d[nt][2] = d[nt][3] = 0.0f;
-  ss[0] = ss[1] = 0.0f;
+  project_begin(d, ss);
   if (NMIX == 0) return;
   float e[S::NT][4] = {};
 #pragma unroll
@@ -681,9 +688,7 @@ template <int NIN, bool TR, bool GUARD, bool SS = true>
 __device__ __forceinline__ void project_chunk_prepared(const unsigned char* sfp, int lane, bool chunk_ok,
                                                        const uint4 (&av)[2][NIN], float (&d)[3][4],
                                                        float (&ss)[2]) {
-#pragma unroll
-  for (int nt = 0; nt < 3; ++nt) d[nt][0] = d[nt][1] = d[nt][2] = d[nt][3] = 0.0f;
-  ss[0] = ss[1] = 0.0f;
+  project_begin(d, ss);
   float e[3][4] = {};
 #pragma unroll
   for (int j = 0; j < NIN; ++j) {
@@ -777,9 +782,7 @@ template <int NIN, bool SS>
 __device__ __forceinline__ void project_chunk_presplit(const unsigned char* slot, int lane,
                                                        const uint4 (&av)[2][NIN], float (&d)[3][4],
                                                        float (&ss)[2]) {
-#pragma unroll
-  for (int nt = 0; nt < 3; ++nt) d[nt][0] = d[nt][1] = d[nt][2] = d[nt][3] = 0.0f;
-  ss[0] = ss[1] = 0.0f;
+  project_begin(d, ss);
   float e[3][4] = {};
   const u32 base = smem_u32(slot) + lane * 16;
 #pragma unroll
