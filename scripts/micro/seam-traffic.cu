@@ -18,7 +18,8 @@
 //           projection and no reduction across the row.
 // Mode 1 also runs with a warp's 16-byte accesses covering 64, 128 or 256 bytes of 8, 4 or 2 rows
 // (SEG), and with 64-byte loads and 512-byte stores or the reverse (SEG_ST). Mode 2 (below) runs
-// the library's MMA layout with and without the projection.
+// the library's MMA layout with and without the projection; mode 3 (below) the projection by
+// warpgroup MMAs in tiles of 64 tokens.
 // Persistent grid-stride blocks of 512 threads, one a multiprocessor, on B = 112, 120, 128 and
 // 132 SMs (and 4 x 132 blocks of 256 threads); each thread takes two items (a token's 8
 // channels) per iteration, all loads of both issued before use. The median of 20 timed calls.
