@@ -35,16 +35,10 @@
 #include <cstring>
 #include <vector>
 
-typedef uint32_t u32;
-constexpr int TOK = 64, KK = 128, STEPS = KK / 8, PR = 64, MIX = 24;
+// The library's device helpers (u32, mma_tf32: the kernels' own warp MMA), as NVRTC prepends them.
+#include "../../src/cuda/kernels/common.cuh"
 
-__device__ __forceinline__ void mma_tf32(float d[4], const u32 a[4], const u32 b[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
+constexpr int TOK = 64, KK = 128, STEPS = KK / 8, PR = 64, MIX = 24;
 
 // out[p * TOK + t]: piece row p (0..63), token t. Way 0 (swap = false): A = X rows, B = P rows;
 // way 1 (swap): A = P rows, B = X rows. One warp a 16 x 8 output tile, chained over the 16 steps.
