@@ -197,8 +197,8 @@ static float model_k8(const float* a, const float* b, float c) {
   for (int i = 0; i < 8; ++i) {
     double sa, sb;
     int ea, eb;
-    sig_exp((float)tf32_of(a[i]), sa, ea);
-    sig_exp((float)tf32_of(b[i]), sb, eb);
+    sig_exp(tf32_of(a[i]), sa, ea);
+    sig_exp(tf32_of(b[i]), sb, eb);
     s[1 + i] = sa * sb;
     e[1 + i] = ea + eb;
   }
