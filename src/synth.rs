@@ -60,7 +60,8 @@ pub fn carried(cfg: &Config, t: usize, seed: u64) -> (Vec<f32>, Vec<f32>, Vec<f3
         .map(|_| sigmoid(d.sample(&mut rng)) * cfg.post_mult)
         .collect();
     let mut comb: Vec<f32> = (0..t * n * n).map(|_| d.sample(&mut rng)).collect();
-    for c in comb.chunks_mut(n * n) {
+    // n = 0 (which Config::validate rejects) leaves comb empty; max(1) keeps chunks_mut defined.
+    for c in comb.chunks_mut((n * n).max(1)) {
         sinkhorn(n, cfg.sinkhorn_iters, cfg.hc_eps, c);
     }
     (post, comb, pre)

@@ -368,3 +368,47 @@ fn timeline_on_the_cpu_is_a_clear_error() {
     assert!(err.contains("--timeline"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// Model overrides that no backend can run (no streams, H = 0) and benchmarks of nothing (no
+/// tokens, no seams) are one clear error before any work, in every command that takes them.
+#[test]
+fn impossible_overrides_and_empty_benchmarks_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s.safetensors");
+    let out = out.to_str().unwrap();
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &["sample", "--op", "seam", "--output", out, "--streams", "0"],
+            "n (streams)",
+        ),
+        (
+            &["sample", "--op", "gates", "--output", out, "--hidden", "0"],
+            "hidden size H",
+        ),
+        (
+            &["check", "--backend", "cpu", "--streams", "0"],
+            "n (streams)",
+        ),
+        (
+            &["check", "--backend", "cpu", "--hidden", "0"],
+            "hidden size H",
+        ),
+        (
+            &["bench", "--backend", "cpu", "--streams", "0"],
+            "n (streams)",
+        ),
+        (
+            &["bench", "--backend", "cpu", "--tokens", "3,0"],
+            "--tokens",
+        ),
+        (&["bench", "--backend", "cpu", "--seams", "0"], "--seams"),
+    ];
+    for (args, names) in cases {
+        let (code, _, err) = mhc(args);
+        assert_ne!(code, 0, "{args:?}");
+        assert!(err.contains(names), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    // Nothing was written by the refused sample.
+    assert!(!std::path::Path::new(out).exists());
+}

@@ -90,7 +90,9 @@ struct ModelArgs {
 }
 
 impl ModelArgs {
-    fn configs(&self, default: &[Preset]) -> Vec<Config> {
+    /// The configurations these flags ask for, each validated, so that a bad override (no
+    /// streams, H = 0, a NaN eps) is one clear error before any work starts.
+    fn configs(&self, default: &[Preset]) -> Result<Vec<Config>> {
         let presets = if self.presets.is_empty() {
             default.to_vec()
         } else {
@@ -123,8 +125,9 @@ impl ModelArgs {
             if let Some(v) = self.streams {
                 c.n = v;
             }
+            c.validate()?;
         }
-        cfgs
+        Ok(cfgs)
     }
 }
 
@@ -155,7 +158,8 @@ struct CheckArgs {
     proj_n: usize,
 }
 
-/// A count that must be positive (an empty projection checks nothing).
+/// A count that must be positive (an empty projection checks nothing; a benchmark of no tokens,
+/// seams or rounds times nothing).
 fn at_least_one(s: &str) -> std::result::Result<usize, String> {
     match s.parse::<usize>() {
         Ok(0) => Err("must be at least 1".into()),
@@ -232,19 +236,19 @@ struct BenchArgs {
     #[command(flatten)]
     model: ModelArgs,
     /// Token counts (default: 1,4,16,64,128,512,2048,8192,16384 on the GPU; up to 2048 on the CPU).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = at_least_one)]
     tokens: Vec<usize>,
     /// What to time.
     #[arg(long, value_enum, default_value = "seam")]
     op: BenchOp,
     /// Seams in the captured chain.
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 40, value_parser = at_least_one)]
     seams: usize,
     /// Timing rounds.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = at_least_one)]
     rounds: usize,
     /// Replays per round.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = at_least_one)]
     reps: usize,
     /// Skip the unfused baseline (and, with `--op projection`, cuBLAS).
     #[arg(long)]
@@ -257,13 +261,13 @@ struct BenchArgs {
     #[arg(long, value_enum, default_value = "both")]
     pdl: PdlChoice,
     /// Projection rows M (default: 1,2,4,8,16).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = at_least_one)]
     proj_m: Vec<usize>,
     /// Projection K (default: 4096,5120,7168).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = at_least_one)]
     proj_k: Vec<usize>,
     /// Projection N (default: 1024,2048,2560).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = at_least_one)]
     proj_n: Vec<usize>,
     /// Instead of timing, print where the time of a fused seam (or, with `--op projection`, of a
     /// projection call) goes: phase timestamps from an instrumented build of the kernels, inside
@@ -417,7 +421,7 @@ fn cmd_check(a: CheckArgs) -> Result<bool> {
     };
     let seed = a.seed.unwrap_or_else(check::fresh_seed);
     println!("seed {seed} (reproduce with --seed {seed})");
-    let cfgs = a.model.configs(&Preset::ALL);
+    let cfgs = a.model.configs(&Preset::ALL)?;
     let mut cases: Vec<(Config, Case)> = Vec::new();
     for cfg in &cfgs {
         for c in check::standard_cases(&tokens) {
@@ -487,7 +491,7 @@ fn cmd_check(a: CheckArgs) -> Result<bool> {
 
 fn cmd_run(a: RunArgs) -> Result<()> {
     let (be, desc) = backend(a.backend, a.path)?;
-    let cfg = a.model.configs(&[Preset::V41Flash]).remove(0);
+    let cfg = a.model.configs(&[Preset::V41Flash])?.remove(0);
     let inputs = mhc::tensor::read_safetensors(&a.input)?;
     let (outputs, route) = ops::run_map(be.as_ref(), a.op, &cfg, &inputs, a.fp8, a.bf16_out)?;
     mhc::tensor::write_safetensors(&a.output, &outputs)?;
@@ -619,7 +623,7 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
     }
     let (be, desc) = backend(a.backend, None)?;
     println!("backend {desc}");
-    let cfgs = a.model.configs(&[Preset::V41Flash]);
+    let cfgs = a.model.configs(&[Preset::V41Flash])?;
     let mut rows = Vec::new();
     if a.timeline && be.name() != "cuda" {
         return Err(Error::Unsupported(
@@ -754,7 +758,7 @@ fn cmd_bench(a: BenchArgs) -> Result<()> {
 }
 
 fn cmd_sample(a: SampleArgs) -> Result<()> {
-    let cfg = a.model.configs(&[Preset::V41Flash]).remove(0);
+    let cfg = a.model.configs(&[Preset::V41Flash])?.remove(0);
     let spec = mhc::synth::InputSpec {
         op: a.op,
         t: a.tokens,
