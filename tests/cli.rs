@@ -255,6 +255,17 @@ fn inspect_lists_and_checks_a_checkpoint() {
         out.contains("MISMATCH") && out.contains("[24, 28672]"),
         "{out}"
     );
+    // Without norm weights the preset is guessed from a seam's fn, [24, 4 H].
+    let fn_only = dir.path().join("fn-only.safetensors");
+    let mut m = mhc::tensor::TensorMap::new();
+    let h = mhc::Preset::V4Pro.config().hidden;
+    m.insert(
+        "layers.0.hc_attn_fn".into(),
+        HostTensor::f32("layers.0.hc_attn_fn", &[24, 4 * h], vec![0.0; 24 * 4 * h]).unwrap(),
+    );
+    write_safetensors(&fn_only, &m).unwrap();
+    let (_, out, err) = mhc(&["inspect", fn_only.to_str().unwrap()]);
+    assert!(out.contains("checking against v4-pro"), "{out}{err}");
     // A corrupted file is refused with a message, not a crash.
     let mut bytes = std::fs::read(&p).unwrap();
     bytes.truncate(bytes.len() / 3);

@@ -525,14 +525,33 @@ fn cmd_inspect(a: InspectArgs) -> Result<bool> {
     let preset = match a.preset {
         Some(p) => p,
         None => {
-            // Guess from an attention norm weight's length.
-            let h = names
-                .iter()
-                .find(|n| n.ends_with("attn_norm.weight"))
-                .and_then(|n| ck.tensor(n).ok().and_then(|t| t.shape.first().copied()));
-            h.and_then(Preset::for_hidden).ok_or_else(|| {
-                Error::Invalid("cannot guess the preset from the checkpoint; pass --preset".into())
-            })?
+            // Guess H from an attention norm weight's length, else from a seam's fn, [n (n + 2),
+            // n H] with the presets' n = 4.
+            let shape_of = |suffix: &str| {
+                names
+                    .iter()
+                    .find(|n| n.ends_with(suffix))
+                    .and_then(|n| ck.tensor(n).ok().map(|t| t.shape.to_vec()))
+            };
+            let n = Preset::V41Flash.config().n;
+            let from_norm = shape_of("attn_norm.weight").and_then(|s| s.first().copied());
+            let from_fn = || {
+                ["hc_attn_fn", "hc_ffn_fn"].iter().find_map(|suffix| {
+                    shape_of(suffix)
+                        .filter(|s| s.len() == 2 && s[0] == n * (n + 2) && s[1] % n == 0)
+                        .map(|s| s[1] / n)
+                })
+            };
+            from_norm
+                .or_else(from_fn)
+                .and_then(Preset::for_hidden)
+                .ok_or_else(|| {
+                    Error::Invalid(
+                        "cannot guess the preset from the checkpoint (no attn_norm.weight, \
+                         hc_attn_fn or hc_ffn_fn of a preset's hidden size); pass --preset"
+                            .into(),
+                    )
+                })?
         }
     };
     let mut cfg = preset.config();
