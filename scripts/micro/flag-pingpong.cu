@@ -1,9 +1,9 @@
 // Microbenchmark: how long a 64-bit word stored by one SM (st.relaxed.gpu, as attempt 159's x2_put)
 // takes to be seen by a poll on another SM (ld.relaxed.gpu, as x2_get), for every partner SM of
 // SM-holder block 0. Two blocks ping-pong a counter N times; one way is half the round trip. With
-// FENCE=1 the writer issues __threadfence() after each store. Not part of the library. On the GPU
-// machine:
-//   nvcc -O3 -arch=sm_90 -o /tmp/pp scripts/micro/flag-pingpong.cu && /tmp/pp
+// FENCE=1 the writer issues __threadfence() after each store. Not part of the library.
+// Build here, run on the GPU machine:
+//   scripts/micro/build.sh here, then .gpu/micro/flag-pingpong there
 // Prints, per partner SM, the median one-way ns over the pairs that landed there, and the spread.
 #include <algorithm>
 #include <cstdio>

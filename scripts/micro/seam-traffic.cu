@@ -1,6 +1,6 @@
 // Microbenchmark: the ceiling of the large-T seam's memory traffic without a park, on a given
-// number of multiprocessors. Not part of the library. Build and run on the GPU machine:
-//   nvcc -O3 -arch=sm_90a -o /tmp/stt scripts/micro/seam-traffic.cu && /tmp/stt [T] [H]
+// number of multiprocessors. Not part of the library. Build here, run there:
+//   scripts/micro/build.sh here, then .gpu/micro/seam-traffic [T] [H] there
 // (sm_90a for mode 3's wgmma; modes 0-2 need only sm_90).
 //
 // The V4.1 seam at large T moves, per token, x (H bf16) and the four streams r (4 H) in, r' (4 H)

@@ -2,8 +2,8 @@
 // holds one token's 4x4 matrix in registers, as gates4 / gates4_quad do), for variants of the
 // sums' association and of the reciprocals (PERF_NOTES attempt 77), and for the scaled form
 // (attempt 114): the matrix K kept fixed and only its row and column scales iterated, the result
-// formed once at the end. Not part of the library. Build and run on the GPU machine:
-//   nvcc -O3 -arch=sm_90 -o /tmp/skb scripts/micro/sinkhorn-pass.cu && /tmp/skb
+// formed once at the end. Not part of the library. Build here, run there:
+//   scripts/micro/build.sh here, then .gpu/micro/sinkhorn-pass there
 #include <cstdio>
 #include <cstdlib>
 #include <cmath>

@@ -2,9 +2,9 @@
 // sits in `griddepcontrol.wait`? The seam's timelines (`mhc bench --timeline`) report the "SM
 // clock" as a block's clock64 over globaltimer from its start stamp to its last, and blocks that
 // land early under programmatic dependent launch spend much of that span waiting (PERF_NOTES
-// attempts 63 and 116 read a lower clock there). Not part of the library. Build and run on the
+// attempts 63 and 116 read a lower clock there). Not part of the library. Build here, run on the
 // GPU machine:
-//   nvcc -O3 -arch=sm_90 -o /tmp/wck scripts/micro/wait-clock.cu && /tmp/wck
+//   scripts/micro/build.sh here, then .gpu/micro/wait-clock there
 //
 // Kernel `primary` (one block a multiprocessor on half of them) triggers its dependents at once,
 // then keeps its SMs busy for `ns` of globaltimer. Kernel `secondary` (launched with the

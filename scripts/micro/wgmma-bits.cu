@@ -28,8 +28,8 @@
 // computed on the host: MMA-Sim's bit-accurate model of a Hopper TF32 k8 step (model_k8 below;
 // PERF_NOTES attempt 165), which says both instructions give the same bits.
 //
-// Not part of the library. On the GPU machine:
-//   nvcc -O3 -arch=sm_90a -o /tmp/wgb scripts/micro/wgmma-bits.cu && /tmp/wgb
+// Not part of the library. Build here, run on the GPU machine:
+//   scripts/micro/build.sh here, then .gpu/micro/wgmma-bits there
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
