@@ -800,6 +800,30 @@ fn the_stream_tiles_launch_gives_the_same_bits() {
     assert!(!stream_at_400());
     e.set_stream_min_tiles(None);
     assert!(stream_at_400());
+    // Fewer multiprocessors for the stream launch (set_stream_sms / MHC_STREAM_SMS): fewer blocks
+    // along the tiles, more rounds, the same bits. H = 5120 has 20 groups: 40 SMs give two blocks
+    // a group, 21 (and 1) one, 100 five.
+    let (h, t) = (5120, 1001);
+    let c = cfg(4, h);
+    let spec = InputSpec {
+        op: Op::Seam,
+        t,
+        norm: true,
+        proj_nk: (0, 0),
+    };
+    let m = synth::inputs(&c, &spec, 11);
+    let args = OpArgs::from_map(Op::Seam, &c, &m, true).unwrap();
+    let (want, _) = e.execute(&args).unwrap();
+    for (sms, grid_y) in [(100, 5), (40, 2), (21, 1), (1, 1)] {
+        e.set_stream_sms(Some(sms));
+        let p = e.plan_for(Op::Seam, t, h, false).unwrap().unwrap();
+        assert!(p.stream && p.grid_y == grid_y, "{sms} SMs: {p:?}");
+        e.poison_records().unwrap();
+        let (got, route) = e.execute(&args).unwrap();
+        assert!(route.kernels[0].ends_with("_st"), "{:?}", route.kernels);
+        assert!(got == want, "{sms} SMs: the stream launch differs");
+    }
+    e.set_stream_sms(None);
 }
 
 /// `set_two_launch_from` (`MHC_TWO_LAUNCH_FROM_T`): the seams take the two-launch plan from the

@@ -322,6 +322,9 @@ pub struct CudaEngine {
     /// Fewest tiles for the seams' stream variant, where forced (`set_stream_min_tiles`;
     /// `MHC_STREAM_MIN_TILES` at start); `None`: `plan::STREAM_MIN_TILES`.
     stream_min_tiles: std::cell::Cell<Option<u32>>,
+    /// Multiprocessors the seams' stream launch deals its groups over, where forced
+    /// (`set_stream_sms`; `MHC_STREAM_SMS` at start); `None`: the device's.
+    stream_sms: std::cell::Cell<Option<u32>>,
     /// The fewest tokens from which the seams take the two-launch plan ahead of the cluster
     /// kernel, where forced (`set_two_launch_from`; `MHC_TWO_LAUNCH_FROM_T` at start); `None`:
     /// clusters where they fit, else one launch up to `plan::ONE_LAUNCH_MAX_T`.
@@ -448,6 +451,7 @@ impl CudaEngine {
             tail_parts: std::cell::Cell::new(plan::tail_parts_override()?),
             cluster_waves: std::cell::Cell::new(plan::cluster_waves_override()?),
             stream_min_tiles: std::cell::Cell::new(plan::stream_min_tiles_override()?),
+            stream_sms: std::cell::Cell::new(plan::stream_sms_override()?),
             two_launch_from: std::cell::Cell::new(plan::two_launch_from_override()?),
             env_proj_plan: plan::projection_override()?,
             instrumented: opts.timeline,
@@ -490,6 +494,15 @@ impl CudaEngine {
     /// restores it. Every value gives the same bits.
     pub fn set_stream_min_tiles(&self, n: Option<u32>) {
         self.stream_min_tiles.set(n);
+    }
+
+    /// Forces the multiprocessors the seams' stream launch deals its groups over (`Some(n)`,
+    /// 1 <= n; at most the device's count is used) instead of every one the device has (and of
+    /// `MHC_STREAM_SMS`); `None` restores it. Fewer SMs mean fewer blocks along the tiles
+    /// (`plan::stream_plan`), so more rounds: for measuring how the launch scales. Every value
+    /// gives the same bits.
+    pub fn set_stream_sms(&self, n: Option<u32>) {
+        self.stream_sms.set(n.map(|n| n.max(1)));
     }
 
     /// Forces the seams (the ops with a stream tiles launch: the V4.1 and the V4 seam) to take
@@ -977,7 +990,8 @@ impl CudaEngine {
             && let min_tiles = self.stream_min_tiles.get().unwrap_or(plan::STREAM_MIN_TILES)
             && self.stream.get()
             && self.plan_override.get().or(self.env_plan).is_none()
-            && let Some(sp) = plan::stream_plan(shape, &p, self.dev.info.sm_count, min_tiles)
+            && let sms = self.stream_sms.get().map_or(self.dev.info.sm_count, |n| n.min(self.dev.info.sm_count))
+            && let Some(sp) = plan::stream_plan(shape, &p, sms, min_tiles)
             // Its 220 KB fit the H100 and H200, not every GPU.
             && sp.smem <= self.dev.max_dynamic_smem(st_name)?
         {

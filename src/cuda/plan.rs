@@ -78,6 +78,13 @@ pub fn stream_min_tiles_override() -> Result<Option<u32>> {
     Ok(env_numbers("MHC_STREAM_MIN_TILES", "a tile count", &[1])?.map(|v| v[0]))
 }
 
+/// `MHC_STREAM_SMS=n`, if set: the multiprocessors the seams' stream launch deals its groups over
+/// (at most the device's; `stream_plan`'s `sms`), for measuring how its time scales with the SMs
+/// it keeps busy (the engine reads it once, when it is created). Every value gives the same bits.
+pub fn stream_sms_override() -> Result<Option<u32>> {
+    Ok(env_numbers("MHC_STREAM_SMS", "a multiprocessor count", &[1])?.map(|v| v[0].max(1)))
+}
+
 /// `MHC_TAIL_PARTS=n`, if set: the blocks each tile's tails take (`tail_parts`; 1 = one block a
 /// tile, as before the split; the engine reads it once, when it is created).
 pub fn tail_parts_override() -> Result<Option<u32>> {
@@ -1358,6 +1365,13 @@ mod tests {
         assert_eq!(at(368, 1), Some((23, 6)));
         assert_eq!(at(257, 1), Some((17, 6)));
         assert_eq!(at(160, 1), None); // one launch: no tails launch to finish the tiles
+        // Fewer SMs (MHC_STREAM_SMS): fewer blocks along the tiles, at least one a group.
+        let p = plan(shape, 1001, 5120, 132, &occ, None).unwrap();
+        let gy = |sms| stream_plan(shape, &p, sms, 1).map(|s| s.grid_y);
+        assert_eq!(
+            [132, 100, 40, 21, 1].map(gy),
+            [Some(6), Some(5), Some(2), Some(1), Some(1)]
+        );
     }
 
     #[test]
