@@ -420,6 +420,19 @@ fn impossible_overrides_and_empty_benchmarks_are_clear_errors() {
         assert!(err.contains(names), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
+    // A plot of no rows is refused too, and writes nothing.
+    let empty = dir.path().join("empty.json");
+    std::fs::write(&empty, "[]").unwrap();
+    let stem = dir.path().join("plot");
+    let (code, _, err) = mhc(&[
+        "plot",
+        "--out",
+        stem.to_str().unwrap(),
+        empty.to_str().unwrap(),
+    ]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no benchmark rows"), "{err}");
+    assert!(!stem.with_extension("svg").exists());
     // Nothing was written by the refused sample.
     assert!(!std::path::Path::new(out).exists());
 }

@@ -882,6 +882,11 @@ fn cmd_plot(a: PlotArgs) -> Result<()> {
             })?;
         rows.append(&mut r);
     }
+    if rows.is_empty() {
+        return Err(Error::Invalid(
+            "no benchmark rows in the JSON given: nothing to plot".into(),
+        ));
+    }
     mhc::bench::plot::write(&rows, &a.out)?;
     eprintln!("wrote {0}.svg and {0}.png", a.out.display());
     Ok(())
