@@ -195,13 +195,14 @@ if [[ " $STEPS " == *" projab "* ]]; then  # explicit only (needs AB_BIN)
 fi
 if [[ " $STEPS " == *" seamab "* ]]; then  # explicit only (needs AB_BIN)
   # The seam's A/B in one run: other binaries (AB_BIN: one or several, space-separated, e.g.
-  # ".gpu/mhc-prev") and this bundle's, alternating in AB_ROUNDS rounds (default 2), PDL on, no
-  # baselines, at each H of AB_H (default 5120 4096 7168) and the tokens of AB_T (a default sweep
+  # ".gpu/mhc-prev") and this bundle's (not with AB_NO_BASE=1), alternating in AB_ROUNDS rounds
+  # (default 2), PDL on, no baselines, at each H of AB_H (default 5120 4096 7168) and the tokens
+  # of AB_T (a default sweep
   # at H = 5120, fewer at the others; AB_OP another op, e.g. seam-v4). JSON:
   # seamab-<name>-h<H>-r<round> (with AB_OP: seamab-op_<op>-<name>-...); the table:
   # `scripts/bench-tables.py seamab DIR BASE_NAME [OP]`.
   for round in $(seq 1 ${AB_ROUNDS:-2}); do
-    for bin in ${AB_BIN:?AB_BIN} $B/mhc; do
+    for bin in ${AB_BIN:?AB_BIN} $([ -n "${AB_NO_BASE:-}" ] || echo $B/mhc); do
       name=${AB_OP:+op_$AB_OP-}$(basename "$bin")
       for h in ${AB_H:-5120 4096 7168}; do
         ts=${AB_T:-$([ $h = 5120 ] && echo 1,2,4,8,16,32,64,128,256,512,2048,8192,16384 || echo 1,16,128,2048)}
