@@ -197,8 +197,8 @@ if [[ " $STEPS " == *" seamab "* ]]; then  # explicit only (needs AB_BIN)
   # The seam's A/B in one run: other binaries (AB_BIN: one or several, space-separated, e.g.
   # ".gpu/mhc-prev") and this bundle's (not with AB_NO_BASE=1), alternating in AB_ROUNDS rounds
   # (default 2), PDL on, no baselines, at each H of AB_H (default 5120 4096 7168) and the tokens
-  # of AB_T (a default sweep
-  # at H = 5120, fewer at the others; AB_OP another op, e.g. seam-v4). JSON:
+  # of AB_T (a default sweep at H = 5120, fewer at the others; AB_OP another op, e.g. seam-v4).
+  # JSON:
   # seamab-<name>-h<H>-r<round> (with AB_OP: seamab-op_<op>-<name>-...); the table:
   # `scripts/bench-tables.py seamab DIR BASE_NAME [OP]`.
   for round in $(seq 1 ${AB_ROUNDS:-2}); do
