@@ -533,13 +533,13 @@ fn cmd_inspect(a: InspectArgs) -> Result<bool> {
                     .find(|n| n.ends_with(suffix))
                     .and_then(|n| ck.tensor(n).ok().map(|t| t.shape.to_vec()))
             };
-            let n = Preset::V41Flash.config().n;
+            let c = Preset::V41Flash.config();
             let from_norm = shape_of("attn_norm.weight").and_then(|s| s.first().copied());
             let from_fn = || {
                 ["hc_attn_fn", "hc_ffn_fn"].iter().find_map(|suffix| {
                     shape_of(suffix)
-                        .filter(|s| s.len() == 2 && s[0] == n * (n + 2) && s[1] % n == 0)
-                        .map(|s| s[1] / n)
+                        .filter(|s| s.len() == 2 && s[0] == c.mixes() && s[1] % c.n == 0)
+                        .map(|s| s[1] / c.n)
                 })
             };
             from_norm
